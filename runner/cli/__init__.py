@@ -1,0 +1,1 @@
+"""Command-line interface: argument parsing only; each subcommand in its own module."""

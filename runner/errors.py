@@ -1,0 +1,39 @@
+"""Error classes, each with its own exit code; the CLI maps them to exits."""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """A user-facing failure: one readable message, no traceback."""
+
+    exit_code = 1
+
+
+class ConfigError(RunnerError):
+    """Bad input on the command line or in a spec (exit 2)."""
+
+    exit_code = 2
+
+
+class MissingDependencyError(RunnerError):
+    """A simulator or policy package (or its data) is not installed (exit 3)."""
+
+    exit_code = 3
+
+
+class EvaluationError(RunnerError):
+    """The evaluation itself failed: a policy or env raised, a worker died (exit 4)."""
+
+    exit_code = 4
+
+
+class DriftError(RunnerError):
+    """Generated files differ from what the specs produce (exit 1)."""
+
+    exit_code = 1
+
+
+class Interrupted(RunnerError):
+    """Stopped by SIGINT/SIGTERM; outputs so far are consistent (exit 130)."""
+
+    exit_code = 130

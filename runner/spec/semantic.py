@@ -1,0 +1,103 @@
+"""Checks the schema cannot express: names valid for the env, cross-field rules."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from runner.spec import catalog
+from runner.spec.problems import Problem, did_you_mean, dotted
+from runner.spec.yamlload import Document
+
+CI_SET_SECTIONS = ("env", "policy", "eval")
+PYTHON_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def metaworld_task_names(item: str) -> tuple[str, ...] | None:
+    """The Meta-World tasks a task item names (a task, with or without prefix, or a group); None if unknown."""
+    if item in catalog.METAWORLD_GROUPS:
+        return catalog.METAWORLD_GROUPS[item]
+    name = item.removeprefix(catalog.METAWORLD_TASK_PREFIX)
+    return (name,) if name in catalog.METAWORLD_TASKS else None
+
+
+def _group_size(env_type: str, item: str) -> int | None:
+    if env_type == "metaworld":
+        names = metaworld_task_names(item)
+        return None if names is None else len(names)
+    if env_type == "libero":
+        return catalog.LIBERO_SUITES[item][0] if item in catalog.LIBERO_SUITES else None
+    return None
+
+
+def check(data: dict[str, Any], doc: Document, source: Path | None) -> list[Problem]:
+    """Problems in schema-valid data with defaults filled in."""
+    problems: list[Problem] = []
+
+    def add(path: tuple, message: str, hint: str | None = None, *, at_key: bool = False) -> None:
+        pos = doc.key_pos(path) if at_key else doc.pos(path)
+        problems.append(Problem(pos, dotted(path), message, hint))
+
+    if source is not None and data["name"] != source.stem:
+        add(("name",), f"must equal the file name {source.stem!r}", source.stem)
+
+    env, policy, ci = data["env"], data["policy"], data["ci"]
+    env_type = env["type"]
+    items = [t for t in env["task"].split(",") if t]
+    if env_type == "metaworld":
+        choices = [*catalog.METAWORLD_GROUPS, *catalog.METAWORLD_TASKS]
+        for item in items:
+            if metaworld_task_names(item) is None:
+                add(("env", "task"), f"unknown Meta-World task or group {item!r}",
+                    did_you_mean(item.removeprefix(catalog.METAWORLD_TASK_PREFIX), choices))
+    elif env_type == "libero":
+        for item in items:
+            if item not in catalog.LIBERO_SUITES:
+                add(("env", "task"), f"unknown LIBERO suite {item!r}", did_you_mean(item, catalog.LIBERO_SUITES))
+
+    sizes = [s for s in (_group_size(env_type, i) for i in items) if s is not None]
+    if env["task_ids"] is not None and sizes:
+        limit = min(sizes)
+        for i, task_id in enumerate(env["task_ids"]):
+            if task_id >= limit:
+                add(("env", "task_ids", i), f"task id {task_id} is out of range (the selected tasks have ids 0..{limit - 1})")
+
+    cameras = {"metaworld": catalog.METAWORLD_CAMERAS, "libero": catalog.LIBERO_CAMERAS}.get(env_type)
+    if cameras is not None:
+        for name in env["camera_name_mapping"]:
+            if name not in cameras:
+                add(("env", "camera_name_mapping", name), f"unknown {env_type} camera {name!r} (known: {', '.join(cameras)})",
+                    did_you_mean(name, cameras), at_key=True)
+
+    if policy["type"] in ("lerobot", "python") and not policy["path"]:
+        example = "a hub id or a local directory" if policy["type"] == "lerobot" else "module:factory"
+        add(("policy", "type"), f"policy type {policy['type']!r} needs policy.path ({example})")
+    if policy["type"] == "python" and policy["path"] and not PYTHON_FACTORY.match(policy["path"]):
+        add(("policy", "path"), f"{policy['path']!r} must be module:factory for a python policy")
+    if policy["type"] == "scripted" and env_type != "metaworld":
+        add(("policy", "type"), f"scripted experts exist only for Meta-World, not {env_type!r}")
+
+    if ci["hub_login"] and "HF_TOKEN" not in ci["secrets"]:
+        add(("ci", "hub_login"), "needs ci.secrets.HF_TOKEN (the secret holding a Hugging Face token)")
+    for key in ci["set"]:
+        if key.split(".")[0] not in CI_SET_SECTIONS:
+            add(("ci", "set", key), f"may only override {', '.join(s + '.*' for s in CI_SET_SECTIONS)}", at_key=True)
+
+    known_extras = _project_extras()
+    if known_extras:
+        for i, extra in enumerate(data["install"]["extras"]):
+            if extra not in known_extras:
+                add(("install", "extras", i), f"unknown extra {extra!r} of this project", did_you_mean(extra, known_extras))
+    return problems
+
+
+def _project_extras() -> tuple[str, ...]:
+    """Extras declared by the installed `runner` distribution (empty when it is not installed)."""
+    from importlib import metadata
+
+    try:
+        return tuple(metadata.metadata("runner").get_all("Provides-Extra") or ())
+    except metadata.PackageNotFoundError:
+        return ()
+
