@@ -1,0 +1,58 @@
+"""Results of a run: the episode ledger, aggregation (Wilson intervals), output files, videos, reports.
+
+Pure data in, files out: nothing here imports a simulator, torch or a policy.
+"""
+
+from runner.results.aggregate import (
+    TIMING_KEYS,
+    build_eval_info,
+    build_metrics,
+    merge_records,
+    missing_episodes,
+    strip_timings,
+    wilson_interval,
+)
+from runner.results.ledger import LEDGER_NAME, Ledger, LedgerContents, LedgerError, load_ledger, read_ledger
+from runner.results.outputs import (
+    EVAL_INFO_NAME,
+    METRICS_NAME,
+    OutputValidationError,
+    default_output_dir,
+    validate_outputs,
+    video_relpath,
+    write_json_atomic,
+    write_outputs,
+)
+from runner.results.records import ERROR, OK, EpisodeRecord
+from runner.results.report import Progress, summary_table
+from runner.results.video import VideoWriter
+
+__all__ = [
+    "ERROR",
+    "EVAL_INFO_NAME",
+    "LEDGER_NAME",
+    "METRICS_NAME",
+    "OK",
+    "TIMING_KEYS",
+    "EpisodeRecord",
+    "Ledger",
+    "LedgerContents",
+    "LedgerError",
+    "OutputValidationError",
+    "Progress",
+    "VideoWriter",
+    "build_eval_info",
+    "build_metrics",
+    "default_output_dir",
+    "load_ledger",
+    "merge_records",
+    "missing_episodes",
+    "read_ledger",
+    "strip_timings",
+    "summary_table",
+    "validate_outputs",
+    "video_relpath",
+    "wilson_interval",
+    "write_json_atomic",
+    "write_outputs",
+]

@@ -1,0 +1,174 @@
+"""The ledger: `episodes.jsonl`, one JSON object per finished episode, appended and fsynced as each finishes.
+
+A hard kill can leave a partial last line; readers drop it (and say so), and reopening the ledger for
+append cuts it off first, so a resumed run never glues a new record onto a torn one. Anything unreadable
+before the last line is corruption and is refused with `file:line`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from runner.errors import RunnerError
+from runner.results.records import STATUSES, EpisodeRecord
+
+LEDGER_NAME = "episodes.jsonl"
+
+
+class LedgerError(RunnerError):
+    """The ledger cannot be read or written (corrupt line, unwritable file)."""
+
+
+@dataclass(frozen=True)
+class LedgerContents:
+    """What a ledger file holds."""
+
+    path: Path
+    records: list[EpisodeRecord] = field(default_factory=list)
+    dropped_lines: int = 0  # 0, or 1 when the last line was torn (hard kill) and ignored
+    dropped_text: str | None = None  # that line, for messages
+    valid_bytes: int = 0  # file offset just after the last good line
+
+
+# (field, accepted types, may be null, required)
+_FIELDS: tuple[tuple[str, tuple[type, ...], bool, bool], ...] = (
+    ("task_group", (str,), False, True),
+    ("task_id", (int,), False, True),
+    ("task", (str,), False, True),
+    ("episode_index", (int,), False, True),
+    ("seed", (int,), False, True),
+    ("steps", (int,), False, True),
+    ("sum_reward", (int, float), True, True),
+    ("max_reward", (int, float), True, True),
+    ("success", (bool,), False, True),
+    ("wall_s", (int, float), True, True),
+    ("video_path", (str,), True, False),
+    ("status", (str,), False, False),
+    ("error", (str,), True, False),
+)
+
+
+def parse_record(data: Any) -> EpisodeRecord:
+    """An `EpisodeRecord` from one decoded ledger line; ValueError says what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    for name, types, nullable, required in _FIELDS:
+        if name not in data:
+            if required:
+                raise ValueError(f"missing field {name!r}")
+            continue
+        value = data[name]
+        if value is None and nullable:
+            continue
+        is_bool_for_number = isinstance(value, bool) and bool not in types  # JSON true is not a number here
+        if is_bool_for_number or not isinstance(value, types):
+            raise ValueError(f"field {name!r} has a wrong type ({type(value).__name__}: {value!r})")
+    if data.get("status", "ok") not in STATUSES:
+        raise ValueError(f"field 'status' must be one of {', '.join(STATUSES)}, got {data['status']!r}")
+    for name in ("task_id", "episode_index", "steps"):
+        if data[name] < 0:
+            raise ValueError(f"field {name!r} must be >= 0, got {data[name]}")
+    return EpisodeRecord.from_json(data)
+
+
+def load_ledger(path: Path) -> LedgerContents:
+    """Read a ledger; a torn last line is dropped and counted; a bad line elsewhere raises LedgerError."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise LedgerError(f"{path}: no such ledger") from None
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot read the ledger: {exc.strerror or exc}") from None
+
+    lines = raw.split(b"\n")  # the piece after the last newline is b"" for a well-terminated file
+    last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records: list[EpisodeRecord] = []
+    offset = 0
+    valid_bytes = 0
+    for i, line in enumerate(lines):
+        end = offset + len(line) + (1 if i < len(lines) - 1 else 0)
+        if line.strip():
+            try:
+                records.append(parse_record(json.loads(line.decode("utf-8"))))
+            except (ValueError, UnicodeDecodeError, TypeError) as exc:
+                if i == last_content:
+                    text = line.decode("utf-8", errors="replace")
+                    return LedgerContents(path, records, 1, text, valid_bytes)
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise LedgerError(
+                    f"{path}:{i + 1}: not a valid episode record ({reason}); only a torn last line is "
+                    f"tolerated. Fix or remove this line, or start a fresh output directory."
+                ) from None
+        offset = end
+        if line.strip():
+            valid_bytes = end
+    return LedgerContents(path, records, 0, None, valid_bytes)
+
+
+def read_ledger(path: Path) -> list[EpisodeRecord]:
+    """The records of a ledger (a torn last line is ignored; `load_ledger` says whether there was one)."""
+    return load_ledger(path).records
+
+
+class Ledger:
+    """Append-only `episodes.jsonl`: each record is one line, written, flushed and fsynced at once.
+
+    Opening an existing ledger validates it (LedgerError on corruption), keeps what it held in `existing`,
+    and cuts off a torn last line so new records start on a fresh line.
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self._fsync = fsync
+        self.existing = LedgerContents(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() and self.path.stat().st_size > 0:
+                self.existing = load_ledger(self.path)
+                self._repair_tail(self.existing)
+            self._file = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot open the ledger for writing: {exc.strerror or exc}") from None
+
+    def _repair_tail(self, contents: LedgerContents) -> None:
+        size = self.path.stat().st_size
+        with open(self.path, "r+b") as f:
+            if contents.dropped_lines or size > contents.valid_bytes:
+                f.truncate(contents.valid_bytes)  # a torn line from a hard kill (or trailing blanks)
+            if contents.valid_bytes > 0:
+                f.seek(contents.valid_bytes - 1)
+                if f.read(1) != b"\n":
+                    f.seek(0, os.SEEK_END)
+                    f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def append(self, record: EpisodeRecord) -> None:
+        if self._file.closed:
+            raise ValueError(f"{self.path}: ledger is closed")
+        line = json.dumps(record.to_json(), allow_nan=False, ensure_ascii=False) + "\n"
+        try:
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise LedgerError(f"{self.path}: cannot write to the ledger: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,199 @@
+"""What the user sees: a progress display while episodes finish, and the final table of results."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from runner.results.records import EpisodeRecord
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _ci(stats: dict[str, Any]) -> str:
+    if stats["ci_low"] is None:
+        return "-"
+    return f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}]"
+
+
+def _reward(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _row(label: str, task: str, stats: dict[str, Any]) -> list[str]:
+    return [
+        label,
+        task,
+        f"{stats['n_successes']}/{stats['n_episodes']}",
+        _pct(stats["pc_success"]),
+        _ci(stats),
+        _reward(stats["avg_sum_reward"]),
+        str(stats["n_errors"]),
+    ]
+
+
+HEADER = ["task", "name", "success", "%", "95% CI (Wilson)", "avg sum reward", "errors"]
+_RIGHT = {2, 3, 4, 5, 6}  # numeric columns
+MAX_ERRORS_SHOWN = 20
+
+
+def summary_table(eval_info: dict[str, Any]) -> str:
+    """A plain-text table: one row per task, then one per group, then the overall row."""
+    tasks = [_row(f"{t['task_group']}_{t['task_id']}", t["task"], t["aggregated"]) for t in eval_info["per_task"]]
+    groups = [_row(f"group {g}", "", s) for g, s in eval_info["per_group"].items()]
+    overall = [_row("overall", "", eval_info["overall"])]
+    sections = [tasks, groups, overall]
+    rows = [HEADER] + [r for s in sections for r in s]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+
+    def fmt(r: list[str]) -> str:
+        cells = [c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        return "  ".join(cells).rstrip()
+
+    rule = "-" * len(fmt(["-" * w for w in widths]))
+    lines = [fmt(HEADER), rule]
+    for section in sections:
+        if section:
+            lines += [fmt(r) for r in section]
+            lines.append(rule)
+    o = eval_info["overall"]
+    lines.append(f"{o['n_episodes']} episodes in {_duration(o['eval_s'])} ({o['eval_ep_s']:.2f} s/episode)")
+    errors = [(f"{t['task_group']}_{t['task_id']}", e) for t in eval_info["per_task"] for e in t["errors"]]
+    if errors:
+        lines.append(f"{len(errors)} episode(s) could not be run (not counted as failures):")
+        for key, e in errors[:MAX_ERRORS_SHOWN]:
+            lines.append(f"  {key} episode {e['episode_index']} (seed {e['seed']}): {_reason(e['error'])}")
+        if len(errors) > MAX_ERRORS_SHOWN:
+            lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more (see episodes.jsonl)")
+    return "\n".join(lines)
+
+
+def _reason(text: str) -> str:
+    """The last non-blank line (the exception line of a traceback)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no reason given)"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class Progress:
+    """Progress over all episodes of a run: done/total, running success rate, errors, ETA.
+
+    A tqdm bar when `stream` is a terminal; otherwise plain lines, one per `every_pc` percent of the total
+    or every `interval_s` seconds (whichever comes first) and one at the end. `initial` counts episodes
+    already done (resume); they count towards done/total but not towards the rate or the ETA.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        initial: int = 0,
+        stream: TextIO | None = None,
+        every_pc: float = 10.0,
+        interval_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        tty: bool | None = None,
+        prefix: str = "[runner]",
+    ) -> None:
+        self.total = total
+        self.done = initial
+        self.initial = initial
+        self.successes = 0
+        self.finished_ok = 0
+        self.errors = 0
+        self.stream = stream if stream is not None else sys.stderr
+        self._clock = clock
+        self._start = clock()
+        self._every = max(1, int(total * every_pc / 100.0)) if total else 1
+        self._interval = interval_s
+        self._last_line_t = self._start
+        self._last_line_done = initial
+        self._prefix = prefix
+        self._closed = False
+        if tty is None:
+            tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._bar: Any = None
+        if tty:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=initial, file=self.stream, unit="ep", dynamic_ncols=True)
+
+    @property
+    def success_rate(self) -> float | None:
+        """Percent of ok episodes finished in this session that succeeded."""
+        return 100.0 * self.successes / self.finished_ok if self.finished_ok else None
+
+    def eta_s(self) -> float | None:
+        ran = self.done - self.initial
+        if ran <= 0:
+            return None
+        return (self._clock() - self._start) / ran * max(0, self.total - self.done)
+
+    def update(self, record: EpisodeRecord) -> None:
+        self.done += 1
+        if record.ok:
+            self.finished_ok += 1
+            self.successes += int(bool(record.success))
+        else:
+            self.errors += 1
+        if self._bar is not None:
+            postfix = {"success": f"{_pct(self.success_rate)}%"}
+            if self.errors:
+                postfix["errors"] = str(self.errors)
+            self._bar.set_postfix(postfix, refresh=False)
+            self._bar.update(1)
+            return
+        now = self._clock()
+        if (
+            self.done - self._last_line_done >= self._every
+            or now - self._last_line_t >= self._interval
+            or self.done >= self.total
+        ):
+            self._line(now)
+
+    def line(self) -> str:
+        """The plain progress line for the current state."""
+        pc = 100.0 * self.done / self.total if self.total else 100.0
+        parts = [
+            f"{self._prefix} {self.done}/{self.total} episodes ({pc:.0f}%)",
+            f"success {_pct(self.success_rate)}%",
+        ]
+        if self.errors:
+            parts.append(f"errors {self.errors}")
+        parts.append(f"elapsed {_duration(self._clock() - self._start)}")
+        eta = self.eta_s()
+        if eta is not None and self.done < self.total:
+            parts.append(f"ETA {_duration(eta)}")
+        return " | ".join(parts)
+
+    def _line(self, now: float) -> None:
+        print(self.line(), file=self.stream, flush=True)
+        self._last_line_t = now
+        self._last_line_done = self.done
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._bar is not None:
+            self._bar.close()
+        elif self._last_line_done != self.done:
+            self._line(self._clock())
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,58 @@
+"""The documented layouts of runner's outputs (schema/*.schema.json, Draft 2020-12) and checks against them.
+
+- episode.schema.json:   one line of episodes.jsonl
+- eval_info.schema.json: eval_info.json
+- metrics.schema.json:   metrics.json
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+EPISODE = "episode.schema.json"
+EVAL_INFO = "eval_info.schema.json"
+METRICS = "metrics.schema.json"
+
+
+def schema_path(name: str) -> Path:
+    """schema/ at the repo root in a checkout; the copy packaged inside `runner` otherwise."""
+    repo = Path(__file__).resolve().parents[2] / "schema" / name
+    if repo.is_file():
+        return repo
+    return Path(str(resources.files("runner") / "_schema" / name))
+
+
+@functools.cache
+def load_schema(name: str) -> dict[str, Any]:
+    return json.loads(schema_path(name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    import jsonschema  # only needed to validate
+
+    schema = load_schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_problems(data: Any, name: str, where: str) -> list[str]:
+    """Readable problems of `data` against schema `name`: '<where>: <json path>: <message>'."""
+    problems = []
+    for err in sorted(_validator(name).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path) or "(top)"
+        problems.append(f"{where}: {path.lstrip('.')}: {err.message}")
+    return problems
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def strict_loads(text: str) -> Any:
+    """json.loads that refuses NaN, Infinity and -Infinity (not JSON)."""
+    return json.loads(text, parse_constant=_reject_constant)

@@ -1,0 +1,87 @@
+"""VideoWriter: a real libx264/yuv420p mp4, read back with imageio."""
+
+from __future__ import annotations
+
+import imageio.v2 as iio
+import numpy as np
+import pytest
+
+from runner.results.video import VideoWriter
+
+
+def frames(n: int, h: int, w: int) -> list[np.ndarray]:
+    out = []
+    for i in range(n):
+        f = np.zeros((h, w, 3), np.uint8)
+        f[..., 0] = (i * 9) % 256  # a red ramp over time
+        f[: h // 2, :, 1] = 200  # a green top half
+        out.append(f)
+    return out
+
+
+def read_back(path):
+    reader = iio.get_reader(path)
+    try:
+        meta = reader.get_meta_data()
+        data = [np.asarray(f) for f in reader]
+    finally:
+        reader.close()
+    return meta, data
+
+
+@pytest.mark.parametrize(("fps", "h", "w"), [(80.0, 64, 48), (20.0, 33, 47)], ids=["80fps-even", "20fps-odd"])
+def test_written_video_reads_back(tmp_path, fps, h, w):
+    path = tmp_path / "videos" / "easy_0" / "eval_episode_0.mp4"
+    src = frames(25, h, w)
+    with VideoWriter(path, fps) as writer:
+        for f in src:
+            writer.add(f)
+    assert writer.n_frames == 25
+    assert [p.name for p in path.parent.iterdir()] == ["eval_episode_0.mp4"]  # no temp file left
+    meta, data = read_back(path)
+    assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p")
+    assert meta["fps"] == pytest.approx(fps)
+    assert len(data) == 25
+    assert data[0].shape == (h + h % 2, w + w % 2, 3)  # odd sizes are padded by one row/column
+    for got, want in zip(data, src, strict=True):
+        assert np.abs(got[:h, :w].astype(int) - want.astype(int)).mean() < 6  # lossy, but the same picture
+
+
+def test_file_appears_only_when_finished(tmp_path):
+    path = tmp_path / "v.mp4"
+    writer = VideoWriter(path, 10)
+    for f in frames(3, 16, 16):
+        writer.add(f)
+    assert not path.exists()  # still being written under a temporary name
+    writer.close()
+    assert path.is_file()
+    writer.close()  # idempotent
+
+
+def test_exception_in_block_discards_the_video(tmp_path):
+    path = tmp_path / "v.mp4"
+    with pytest.raises(RuntimeError), VideoWriter(path, 10) as writer:
+        writer.add(frames(1, 16, 16)[0])
+        raise RuntimeError("episode failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_frames_are_refused(tmp_path):
+    writer = VideoWriter(tmp_path / "v.mp4", 10)
+    with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
+        writer.add(np.zeros((16, 16, 3), np.float32))
+    with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
+        writer.add(np.zeros((16, 16), np.uint8))
+    writer.add(np.zeros((16, 16, 3), np.uint8))
+    with pytest.raises(ValueError, match="frame shape changed"):
+        writer.add(np.zeros((32, 16, 3), np.uint8))
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="fps"):
+        VideoWriter(tmp_path / "w.mp4", 0)
+
+
+def test_no_frames_no_file(tmp_path):
+    with VideoWriter(tmp_path / "v.mp4", 10) as writer:
+        pass
+    assert writer.n_frames == 0 and list(tmp_path.iterdir()) == []
