@@ -31,7 +31,9 @@ def spec_paths(given: list[str]) -> list[Path]:
         return [Path(p) for p in given]
     found = default_spec_paths(Path("."))
     if not found:
-        raise ConfigError("no specs given and none found in ./specs/*.yaml (run from the repository root or name a spec)")
+        raise ConfigError(
+            "no specs given and none found in ./specs/*.yaml (run from the repository root or name a spec)"
+        )
     return found
 
 

@@ -7,11 +7,12 @@ import sys
 from collections.abc import Sequence
 
 from runner import __version__
-from runner.cli import gen_ci, list_cmd, run, show, validate
+from runner.cli import gen_ci, list_cmd, prepare, run, show, validate
 from runner.cli.common import HelpFormatter
 from runner.errors import RunnerError
+from runner.spec import SpecError
 
-COMMANDS = (validate, list_cmd, show, run, gen_ci)
+COMMANDS = (validate, list_cmd, show, run, gen_ci, prepare)
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.
@@ -42,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return main_inner(argv)
     except RunnerError as exc:
-        print(f"runner: error: {exc}" if "\n" not in str(exc) else str(exc), file=sys.stderr)
+        # Spec problems stay one `path:line:col: key: message` per line, as editors and CI parse them.
+        text = str(exc)
+        print(text if isinstance(exc, SpecError) or "\n" in text else f"runner: error: {text}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("runner: interrupted", file=sys.stderr)

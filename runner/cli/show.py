@@ -20,7 +20,9 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("show", help="print the resolved spec", description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = sub.add_parser(
+        "show", help="print the resolved spec", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
     parser.add_argument("spec", metavar="SPEC")
     parser.add_argument("--format", choices=("yaml", "json"), default="yaml")
     add_set_option(parser)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 
 from runner.cli.common import HelpFormatter, add_set_option, say, spec_paths
-from runner.spec import load_specs
+from runner.spec import SpecError, load_spec
 
 DESCRIPTION = """\
-Check benchmark specs. Exit 0 when all are valid; exit 2 otherwise, printing every problem as
-path:line:col: dotted.key: message.
+Check benchmark specs: YAML, the JSON Schema (schema/benchmark.schema.json), then the rules the schema
+cannot express (task, suite and camera names, extends, ci.set overrides). Prints `SPEC: ok` for each
+valid spec. Exit 0 when all are valid; exit 2 otherwise, printing every problem on stderr as
+path:line:col: dotted.key: message; did you mean 'x'?
 
 examples:
   runner validate                          # every specs/*.yaml
   runner validate specs/libero.yaml
   runner validate specs/metaworld.yaml --set eval.n_episodes=3
+  runner validate specs/metaworld.yaml --set env.task=easy --set env.task_ids=[0,1]
 """
 
 
@@ -26,7 +29,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    specs = load_specs(spec_paths(args.specs), args.overrides)
-    for spec in specs:
-        say(f"{spec.source}: ok")
+    """Print `PATH: ok` for each valid spec; raise one `SpecError` with the problems of all the others."""
+    problems = []
+    for path in spec_paths(args.specs):
+        try:
+            load_spec(path, args.overrides)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+        else:
+            say(f"{path}: ok")
+    if problems:
+        raise SpecError(problems)
     return 0

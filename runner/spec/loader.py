@@ -12,9 +12,10 @@ from typing import Any
 from runner.spec import schema, semantic
 from runner.spec.model import Spec, build
 from runner.spec.problems import Pos, Problem, SpecError, dotted
-from runner.spec.yamlload import Document, decode, load
+from runner.spec.yamlload import Document, decode, load, read_bytes
 
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+EXTENDS = re.compile(schema.schema()["properties"]["extends"]["pattern"])
 
 
 def default_spec_paths(root: Path = Path(".")) -> list[Path]:
@@ -25,8 +26,8 @@ def default_spec_paths(root: Path = Path(".")) -> list[Path]:
 def load_spec(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Spec:
     """Load, merge, override, validate and build one spec; raises `SpecError` listing every problem."""
     path = Path(path)
-    doc = resolve(path, overrides)
-    data = _validate(doc, path)
+    doc, problems = _resolve(path, overrides)
+    data = _validate(doc, path, problems)
     return build(Spec, data, source=path)
 
 
@@ -45,59 +46,105 @@ def load_specs(paths: Iterable[str | os.PathLike], overrides: Sequence[str] = ()
 
 def resolve(path: Path, overrides: Sequence[str] = ()) -> Document:
     """The spec's document after `extends` and `--set`, before validation."""
-    doc = _read_with_extends(path, ())
-    for override in overrides:
-        _apply_override(doc, override)
+    doc, problems = _resolve(Path(path), overrides)
+    if problems:
+        raise SpecError(problems)
     return doc
 
 
+def _resolve(path: Path, overrides: Sequence[str]) -> tuple[Document, list[Problem]]:
+    """The document, and the problems of overrides that could not be applied (the others are)."""
+    doc = _read_with_extends(path, ())
+    problems = []
+    for override in overrides:
+        try:
+            _apply_override(doc, override)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+    return doc, problems
+
+
 def _read(path: Path, origin: str) -> Document:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError([Problem(Pos(origin), "", "no such file")]) from None
-    except IsADirectoryError:
-        raise SpecError([Problem(Pos(origin), "", "is a directory, not a spec file")]) from None
-    except OSError as exc:
-        raise SpecError([Problem(Pos(origin), "", f"cannot read: {exc.strerror}")]) from None
-    doc = load(origin, decode(origin, raw))
+    doc = load(origin, decode(origin, read_bytes(path, origin)))
     if doc.data is None:
-        raise SpecError([Problem(Pos(origin, 1, 1), "", "empty spec (expected a mapping with name, env and policy)")])
+        raise SpecError(
+            [Problem(Pos(origin, 1, 1), "", "empty spec; write a mapping with at least name, env and policy")]
+        )
     return doc
 
 
 def _read_with_extends(path: Path, chain: tuple[Path, ...]) -> Document:
     origin = os.path.normpath(str(path))
     doc = _read(path, origin)
-    if not isinstance(doc.data, dict) or "extends" not in doc.data or doc.data["extends"] is None:
-        return doc
-    target = doc.data["extends"]
-    if not isinstance(target, str) or not target:
-        return doc  # the schema reports the bad type
+    target = doc.data.get("extends") if isinstance(doc.data, dict) else None
+    if not isinstance(target, str) or not EXTENDS.match(target):
+        return doc  # absent, null or malformed: the schema reports a bad value
     parent_path = Path(os.path.normpath(path.parent / target))
-    here = path.resolve()
-    seen = chain + (here,)
+    seen = chain + (path.resolve(),)
     if parent_path.resolve() in seen:
         cycle = " -> ".join(os.path.relpath(p) for p in (*seen, parent_path.resolve()))
         raise SpecError([Problem(doc.pos(("extends",)), "extends", f"extends cycle: {cycle}")])
     if not parent_path.is_file():
-        raise SpecError([Problem(doc.pos(("extends",)), "extends", f"no such spec file {str(parent_path)!r}")])
+        what = "is a directory" if parent_path.is_dir() else "does not exist"
+        raise SpecError(
+            [
+                Problem(
+                    doc.pos(("extends",)),
+                    "extends",
+                    f"{str(parent_path)!r} {what}; extends names a spec file relative to this one",
+                )
+            ]
+        )
     parent = _read_with_extends(parent_path, seen)
     if not isinstance(parent.data, dict):
-        raise SpecError([Problem(parent.pos(()), "", "a spec named by `extends` must be a mapping")])
-    merged = Document(_deep_merge(parent.data, doc.data))
-    merged.values = {**parent.values, **doc.values}
-    merged.keys = {**parent.keys, **doc.keys}
+        raise SpecError(
+            [
+                Problem(
+                    parent.pos(()),
+                    "",
+                    f"a spec named by `extends` must be a mapping, not a {schema.type_name(parent.data)}",
+                )
+            ]
+        )
+    merged = Document(parent.data, dict(parent.values), dict(parent.keys), origin=doc.origin)
+    merged.data = _merge(merged, doc, doc.data, ())
     return merged
 
 
-def _deep_merge(base: Any, top: Any) -> Any:
-    if isinstance(base, dict) and isinstance(top, dict):
+def _merge(into: Document, top: Document, value: Any, path: tuple) -> Any:
+    """Deep-merge `value` (at `path` of `top`) into `into`: mappings merge, anything else replaces,
+    and the positions of what was replaced are forgotten so errors point at the file that wins."""
+    base = into.data
+    for part in path:
+        base = base.get(part, _ABSENT) if isinstance(base, dict) else _ABSENT
+    if isinstance(base, dict) and isinstance(value, dict):
         out = dict(base)
-        for key, value in top.items():
-            out[key] = _deep_merge(base[key], value) if key in base else copy.deepcopy(value)
+        for key, sub in value.items():
+            out[key] = _merge(into, top, sub, path + (key,))
+        if path in top.values:
+            into.values[path] = top.values[path]
+        if path in top.keys:
+            into.keys[path] = top.keys[path]
         return out
-    return copy.deepcopy(top)
+    _forget(into, path)
+    _copy_positions(top, into, path)
+    return copy.deepcopy(value)
+
+
+_ABSENT = object()
+
+
+def _forget(doc: Document, path: tuple) -> None:
+    n = len(path)
+    for table in (doc.values, doc.keys):
+        for sub in [p for p in table if p[:n] == path]:
+            del table[sub]
+
+
+def _copy_positions(source: Document, target: Document, path: tuple) -> None:
+    n = len(path)
+    for src, dst in ((source.values, target.values), (source.keys, target.keys)):
+        dst.update({p: pos for p, pos in src.items() if p[:n] == path})
 
 
 def _apply_override(doc: Document, override: str) -> None:
@@ -105,56 +152,89 @@ def _apply_override(doc: Document, override: str) -> None:
     key, sep, text = override.partition("=")
     key = key.strip()
     if not sep or not OVERRIDE_KEY.match(key):
-        raise SpecError([Problem(Pos(origin), "", "expected --set dotted.key=value (value in YAML, e.g. eval.n_episodes=5)")])
+        raise SpecError(
+            [Problem(Pos(origin), "", "expected --set dotted.key=value (value in YAML, e.g. eval.n_episodes=5)")]
+        )
     path = tuple(key.split("."))
-    value_doc = load(origin, text, root=path)
+    try:
+        value_doc = load(origin, text, root=path)
+    except SpecError as exc:  # positions inside a one-line value add nothing to `--set key=value`
+        raise SpecError([Problem(Pos(origin), p.path or key, p.message, p.hint) for p in exc.problems]) from None
     node = doc.data
-    for i, part in enumerate(path[:-1]):
-        if not isinstance(node, dict):
-            raise SpecError([Problem(Pos(origin), dotted(path[:i]), "is not a mapping, so it has no keys to set")])
-        node = node.setdefault(part, {})
     if not isinstance(node, dict):
-        raise SpecError([Problem(Pos(origin), dotted(path[:-1]), "is not a mapping, so it has no keys to set")])
+        return  # the schema reports that the spec is not a mapping
+    for i, part in enumerate(path[:-1]):
+        if part not in node:
+            node[part] = {}
+            doc.values[path[: i + 1]] = doc.keys[path[: i + 1]] = Pos(origin)
+        node = node[part]
+        if not isinstance(node, dict):
+            where = dotted(path[: i + 1])
+            raise SpecError(
+                [
+                    Problem(
+                        Pos(origin),
+                        where,
+                        f"is a {schema.type_name(node)}, not a mapping, so --set cannot "
+                        f"set {key} inside it; set {where} itself",
+                    )
+                ]
+            )
+    _forget(doc, path)
     node[path[-1]] = value_doc.data
-    for i in range(len(path)):
-        doc.keys[path[: i + 1]] = Pos(origin)
-    for sub in [p for p in doc.values if p[: len(path)] == path]:
-        del doc.values[sub]
+    doc.keys[path] = Pos(origin)
     doc.values.update({p: Pos(origin) for p in value_doc.values})
+    doc.values.setdefault(path, Pos(origin))
 
 
-def _validate(doc: Document, source: Path | None) -> dict[str, Any]:
-    problems = schema.check(doc)
-    if problems:
-        raise SpecError(sorted(problems, key=lambda p: (p.pos, p.path)))
+def _validate(doc: Document, source: Path | None, problems: Sequence[Problem] = ()) -> dict[str, Any]:
+    problems = [*problems, *schema.check(doc)]
+    if not isinstance(doc.data, dict):
+        raise SpecError(problems)
     data = schema.with_defaults(doc.data)
-    problems = semantic.check(data, doc, source)
-    problems += _check_ci_set(data, doc, source)
+    problems += semantic.check(data, doc, source, skip=schema.sections(problems))
+    if not problems:
+        problems = _check_ci_set(data, doc, source)
     if problems:
         raise SpecError(sorted(problems, key=lambda p: (p.pos, p.path)))
     return data
 
 
 def _check_ci_set(data: dict[str, Any], doc: Document, source: Path | None) -> list[Problem]:
-    """Each `ci.set` override must leave a valid spec; problems point at the override."""
+    """The `ci.set` overrides, applied together as CI applies them, must leave a valid spec. A problem
+    is reported at the override it is about, or at `ci.set` when it follows from several."""
+    overrides = data["ci"]["set"]
     problems = []
-    for key, value in data["ci"]["set"].items():
-        if key.split(".")[0] not in semantic.CI_SET_SECTIONS:
-            continue  # semantic.check reports it
-        trial = Document(copy.deepcopy(doc.data), dict(doc.values), dict(doc.keys))
-        trial.data.get("ci", {}).pop("set", None)
-        node = trial.data
+    trial = Document(copy.deepcopy(doc.data), dict(doc.values), dict(doc.keys), origin=doc.origin)
+    trial.data.get("ci", {}).pop("set", None)
+    for key, value in overrides.items():
         path = tuple(key.split("."))
+        node = trial.data
         for part in path[:-1]:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if not isinstance(node, dict):
-            problems.append(Problem(doc.key_pos(("ci", "set", key)), dotted(("ci", "set", key)), "does not name a setting"))
+            problems.append(
+                Problem(
+                    doc.key_pos(("ci", "set", key)),
+                    dotted(("ci", "set", key)),
+                    f"{dotted(path[:-1])} is not a mapping, so {key} cannot be set",
+                )
+            )
             continue
         node[path[-1]] = value
-        found = schema.check(trial)
-        if not found:
-            found = semantic.check(schema.with_defaults(trial.data), trial, source)
-        for problem in found:
-            problems.append(Problem(doc.key_pos(("ci", "set", key)), dotted(("ci", "set", key)),
-                                    f"{problem.path}: {problem.message}", problem.hint))
+    if problems:
+        return problems
+    found = schema.check(trial)
+    found += semantic.check(schema.with_defaults(trial.data), trial, source, skip=schema.sections(found))
+    for problem in found:
+        key = next((k for k in overrides if problem.path == k or problem.path.startswith((f"{k}.", f"{k}["))), None)
+        path = ("ci", "set", key) if key is not None else ("ci", "set")
+        problems.append(
+            Problem(
+                doc.key_pos(path),
+                dotted(path),
+                f"with the CI overrides applied, {problem.path}: {problem.message}",
+                problem.hint,
+            )
+        )
     return problems

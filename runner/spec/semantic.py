@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -31,65 +32,106 @@ def _group_size(env_type: str, item: str) -> int | None:
     return None
 
 
-def check(data: dict[str, Any], doc: Document, source: Path | None) -> list[Problem]:
-    """Problems in schema-valid data with defaults filled in."""
+def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collection[str] = ()) -> list[Problem]:
+    """Problems in data with defaults filled in; sections named in `skip` (top-level keys that failed the
+    schema) and the checks that read them are left out, so the rest is still checked."""
     problems: list[Problem] = []
 
     def add(path: tuple, message: str, hint: str | None = None, *, at_key: bool = False) -> None:
         pos = doc.key_pos(path) if at_key else doc.pos(path)
         problems.append(Problem(pos, dotted(path), message, hint))
 
-    if source is not None and data["name"] != source.stem:
-        add(("name",), f"must equal the file name {source.stem!r}", source.stem)
+    def ok(*sections: str) -> bool:
+        return not any(s in skip for s in sections)
 
-    env, policy, ci = data["env"], data["policy"], data["ci"]
+    if ok("name") and source is not None and data["name"] != source.stem:
+        add(
+            ("name",), f"{data['name']!r} must equal the file name {source.stem!r} (rename the file or change the name)"
+        )
+    if ok("env"):
+        _check_env(data["env"], add)
+    if ok("env", "policy"):
+        _check_policy(data["policy"], data["env"]["type"], add)
+    if ok("ci"):
+        ci = data["ci"]
+        if ci["hub_login"] and "HF_TOKEN" not in ci["secrets"]:
+            add(
+                ("ci", "hub_login"),
+                "needs ci.secrets.HF_TOKEN (the GitHub secret holding a Hugging Face token), "
+                "e.g. secrets: {HF_TOKEN: HF_TOKEN}",
+            )
+        for key in ci["set"]:
+            if key.split(".")[0] not in CI_SET_SECTIONS:
+                add(
+                    ("ci", "set", key), f"may only override {', '.join(s + '.*' for s in CI_SET_SECTIONS)}", at_key=True
+                )
+    if ok("install"):
+        known_extras = _project_extras()
+        for i, extra in enumerate(data["install"]["extras"] if known_extras else ()):
+            if extra not in known_extras:
+                add(
+                    ("install", "extras", i),
+                    f"unknown extra {extra!r} of this project (known: {', '.join(known_extras)})",
+                    did_you_mean(extra, known_extras),
+                )
+    return problems
+
+
+def _check_env(env: dict[str, Any], add: Callable[..., None]) -> None:
     env_type = env["type"]
     items = [t for t in env["task"].split(",") if t]
     if env_type == "metaworld":
         choices = [*catalog.METAWORLD_GROUPS, *catalog.METAWORLD_TASKS]
         for item in items:
             if metaworld_task_names(item) is None:
-                add(("env", "task"), f"unknown Meta-World task or group {item!r}",
-                    did_you_mean(item.removeprefix(catalog.METAWORLD_TASK_PREFIX), choices))
+                add(
+                    ("env", "task"),
+                    f"unknown Meta-World task or group {item!r} (groups: {', '.join(catalog.METAWORLD_GROUPS)}; "
+                    "`runner list` shows the tasks)",
+                    did_you_mean(item.removeprefix(catalog.METAWORLD_TASK_PREFIX), choices),
+                )
     elif env_type == "libero":
         for item in items:
             if item not in catalog.LIBERO_SUITES:
-                add(("env", "task"), f"unknown LIBERO suite {item!r}", did_you_mean(item, catalog.LIBERO_SUITES))
+                add(
+                    ("env", "task"),
+                    f"unknown LIBERO suite {item!r} (suites: {', '.join(catalog.LIBERO_SUITES)})",
+                    did_you_mean(item, catalog.LIBERO_SUITES),
+                )
 
     sizes = [s for s in (_group_size(env_type, i) for i in items) if s is not None]
     if env["task_ids"] is not None and sizes:
         limit = min(sizes)
         for i, task_id in enumerate(env["task_ids"]):
             if task_id >= limit:
-                add(("env", "task_ids", i), f"task id {task_id} is out of range (the selected tasks have ids 0..{limit - 1})")
+                add(
+                    ("env", "task_ids", i),
+                    f"task id {task_id} is out of range (the selected tasks have ids 0..{limit - 1})",
+                )
 
     cameras = {"metaworld": catalog.METAWORLD_CAMERAS, "libero": catalog.LIBERO_CAMERAS}.get(env_type)
     if cameras is not None:
         for name in env["camera_name_mapping"]:
             if name not in cameras:
-                add(("env", "camera_name_mapping", name), f"unknown {env_type} camera {name!r} (known: {', '.join(cameras)})",
-                    did_you_mean(name, cameras), at_key=True)
+                add(
+                    ("env", "camera_name_mapping", name),
+                    f"unknown {env_type} camera {name!r} (known: {', '.join(cameras)})",
+                    did_you_mean(name, cameras),
+                    at_key=True,
+                )
 
+
+def _check_policy(policy: dict[str, Any], env_type: str, add: Callable[..., None]) -> None:
     if policy["type"] in ("lerobot", "python") and not policy["path"]:
-        example = "a hub id or a local directory" if policy["type"] == "lerobot" else "module:factory"
+        example = "a hub id like user/model or a local directory" if policy["type"] == "lerobot" else "module:factory"
         add(("policy", "type"), f"policy type {policy['type']!r} needs policy.path ({example})")
     if policy["type"] == "python" and policy["path"] and not PYTHON_FACTORY.match(policy["path"]):
-        add(("policy", "path"), f"{policy['path']!r} must be module:factory for a python policy")
+        add(
+            ("policy", "path"),
+            f"{policy['path']!r} must be module:factory for a python policy (e.g. my_pkg.policies:make)",
+        )
     if policy["type"] == "scripted" and env_type != "metaworld":
         add(("policy", "type"), f"scripted experts exist only for Meta-World, not {env_type!r}")
-
-    if ci["hub_login"] and "HF_TOKEN" not in ci["secrets"]:
-        add(("ci", "hub_login"), "needs ci.secrets.HF_TOKEN (the secret holding a Hugging Face token)")
-    for key in ci["set"]:
-        if key.split(".")[0] not in CI_SET_SECTIONS:
-            add(("ci", "set", key), f"may only override {', '.join(s + '.*' for s in CI_SET_SECTIONS)}", at_key=True)
-
-    known_extras = _project_extras()
-    if known_extras:
-        for i, extra in enumerate(data["install"]["extras"]):
-            if extra not in known_extras:
-                add(("install", "extras", i), f"unknown extra {extra!r} of this project", did_you_mean(extra, known_extras))
-    return problems
 
 
 def _project_extras() -> tuple[str, ...]:
@@ -100,4 +142,3 @@ def _project_extras() -> tuple[str, ...]:
         return tuple(metadata.metadata("runner").get_all("Provides-Extra") or ())
     except metadata.PackageNotFoundError:
         return ()
-

@@ -1,0 +1,144 @@
+"""`runner validate`, `runner show` and every `--help`, run in-process through `main()` (and once as a process)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.cli.main import build_parser, main
+from runner.spec import load_spec
+from runner.spec.yamlload import load
+
+REPO = Path(__file__).resolve().parents[1]
+MINIMAL = "env:\n  type: metaworld\n  task: push-v3\npolicy:\n  type: random\n"
+
+
+def subcommands() -> list[str]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(action.choices)
+
+
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+# --- show -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["specs/metaworld.yaml", "specs/libero.yaml"])
+def test_show_yaml_is_the_resolved_spec(spec: str, in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", spec]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    shown = load("shown", out).data  # the spec loader's own strict YAML reads it back
+    assert shown == load_spec(spec).to_dict()
+    assert shown["install"]["env"]["MUJOCO_GL"] == "egl"  # inherited from specs/_common.yaml
+    assert shown["eval"]["videos"] == 1 and shown["ci"]["hub_login"] is True
+
+
+def test_show_json_with_overrides(in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["show", "specs/metaworld.yaml", "--format", "json", "--set", "eval.n_episodes=1", "--set", "env.task=easy"]
+    assert main(args) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == load_spec("specs/metaworld.yaml", ["eval.n_episodes=1", "env.task=easy"]).to_dict()
+    assert (shown["eval"]["n_episodes"], shown["env"]["task"]) == (1, "easy")
+    assert shown["eval"]["batch_size"] == 0 and shown["env"]["task_ids"] is None  # defaults filled in
+
+
+def test_show_invalid_spec(in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "specs/metaworld.yaml", "--set", "eval.seed=-1"]) == 2
+    assert capsys.readouterr() == ("", "--set eval.seed=-1: eval.seed: -1 is out of range: must be at least 0\n")
+
+
+# --- validate -------------------------------------------------------------------------------------
+
+
+def test_validate_discovers_specs_but_skips_partials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "_partial.yaml").write_text(MINIMAL)  # no name: invalid on its own
+    (specs / "b.yaml").write_text("name: b\nextends: _partial.yaml\n")
+    (specs / "a.yaml").write_text("name: a\n" + MINIMAL)
+    (specs / "notes.txt").write_text("not a spec")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate"]) == 0
+    assert capsys.readouterr() == ("specs/a.yaml: ok\nspecs/b.yaml: ok\n", "")
+
+
+def test_validate_without_specs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "runner: error: no specs given and none found in ./specs/*.yaml "
+        "(run from the repository root or name a spec)\n",
+    )
+
+
+def test_validate_several_files_reports_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.yaml").write_text("name: good\n" + MINIMAL)
+    (tmp_path / "bad1.yaml").write_text("name: bad1\n" + MINIMAL + "eval: {seed: x, n_episodes: 0}\n")
+    (tmp_path / "bad2.yaml").write_text("name: bad2\n" + MINIMAL.replace("push-v3", "push-v9"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "bad2.yaml", "good.yaml", "bad1.yaml", "missing.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "good.yaml: ok\n"
+    assert err.splitlines() == [
+        "bad2.yaml:4:9: env.task: unknown Meta-World task or group 'push-v9' (groups: easy, medium, hard, very_hard, "
+        "mt50; `runner list` shows the tasks); did you mean 'push-v3'?",
+        'bad1.yaml:7:14: eval.seed: expected integer, got string "x"',
+        "bad1.yaml:7:29: eval.n_episodes: 0 is out of range: must be at least 1",
+        "missing.yaml: no such file",
+    ]
+
+
+def test_validate_applies_overrides_to_every_spec(in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--set", "eval.n_episodes=0"]) == 2
+    assert capsys.readouterr().err == (
+        "--set eval.n_episodes=0: eval.n_episodes: 0 is out of range: must be at least 1\n" * 2
+    )
+
+
+def test_validate_end_to_end_on_committed_specs() -> None:
+    script = Path(sys.executable).with_name("runner")
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "runner.cli.main"]
+    result = subprocess.run([*command, "validate"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "specs/libero.yaml: ok\nspecs/metaworld.yaml: ok\n"
+
+
+# --- --help ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [[], *([name] for name in subcommands())], ids=lambda a: " ".join(["runner", *a]))
+def test_help_has_examples(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and err == ""
+    assert "\nexamples:\n" in out
+    examples = out.split("\nexamples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert examples and all(line.startswith("  runner ") for line in examples), examples
+    if argv:
+        assert all(line.startswith(f"  runner {argv[0]}") for line in examples), examples
+
+
+def test_help_end_to_end() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "runner.cli.main", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and "examples:" in result.stdout and result.stderr == ""
+    assert {"validate", "show", "list"} <= set(subcommands())
