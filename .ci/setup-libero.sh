@@ -48,7 +48,7 @@ pip_install() {  # python, args...: pip that fails loudly; drops this machine's 
     local python=$1 out status=0
     shift
     out=$(mktemp)
-    "$python" -m pip install --disable-pip-version-check "$@" >"$out" 2>&1 || status=$?
+    "$python" -m pip install -q --disable-pip-version-check "$@" >"$out" 2>&1 || status=$?
     grep -v -e "^WARNING: Location" -e "^Requirement already satisfied" "$out" | tail -n 25 >&2 || true
     rm -f "$out"
     return "$status"

@@ -124,7 +124,7 @@ METAWORLD_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 METAWORLD_TASK_PREFIX = "metaworld-"
-METAWORLD_CAMERAS = ("corner", "corner2", "corner3", "corner4", "topview", "behindGripper", "gripperPOV")
+METAWORLD_CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
 
 # suite -> (number of tasks, max steps per episode as LeRobot sets them)
 LIBERO_SUITES: dict[str, tuple[int, int]] = {

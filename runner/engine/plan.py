@@ -1,0 +1,64 @@
+"""The episode plan: every (task, episode) to run, its seed, length cap and video; the auto batch size.
+
+Seeds: episode k of every task uses seed `eval.seed + k` (LeRobot restarts its seeds at every task
+too). The env is reset with that seed and seeded policies (random) draw from it, so an episode's
+result depends only on (task, k): never on the batch size, the worker that runs it, or what that
+worker ran before.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from runner.tasks import TaskRef
+
+MAX_AUTO_BATCH = 64  # LeRobot's cap
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    task: TaskRef
+    index: int  # k
+    seed: int  # eval.seed + k
+    max_steps: int
+    video_path: str | None  # relative to the output dir; None: no video
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.task.group, self.task.task_id, self.index)
+
+    def describe(self) -> str:
+        return f"{self.task.key} ({self.task.name}) episode {self.index} (seed {self.seed})"
+
+
+def make_plan(tasks: Sequence[TaskRef], *, n_episodes: int, seed: int, videos: int,
+              max_steps: Callable[[TaskRef], int], video_path: Callable[[TaskRef, int], str]) -> list[EpisodeJob]:
+    """Task-major order: all episodes of the first task, then the next task's, ..."""
+    jobs = []
+    for task in tasks:
+        limit = max_steps(task)
+        for k in range(n_episodes):
+            jobs.append(EpisodeJob(task, k, seed + k, limit, video_path(task, k) if k < videos else None))
+    return jobs
+
+
+def cpu_count() -> int:
+    """CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def auto_batch_size(n_jobs: int, *, policy_in_workers: bool, cpus: int | None = None) -> int:
+    """Slots when `eval.batch_size` is 0.
+
+    A policy in the main process (LeRobot's case): LeRobot's rule, min(floor(0.7 x CPUs), episodes, 64),
+    leaving CPU to the policy. A policy inside the workers (scripted, random): one slot per CPU.
+    """
+    cpus = cpus or cpu_count()
+    per_cpu = cpus if policy_in_workers else math.floor(cpus * 0.7)
+    return max(1, min(per_cpu, n_jobs, MAX_AUTO_BATCH))

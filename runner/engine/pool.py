@@ -1,0 +1,232 @@
+"""Slots: where episodes run. A `ProcessSlot` owns one worker process; an `InlineSlot` runs in this one.
+
+Both take one request at a time (`send`) and give one reply (`recv`). Workers are started with the
+`forkserver` method (`spawn` where there is none): a forked copy of a process holding a GL context
+breaks rendering, and the simulator is only imported inside the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import multiprocessing.connection
+import select
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from runner.engine.worker import CLOSE, CLOSED, EpisodeRunner, WorkerConfig, worker_main
+
+CLOSE_TIMEOUT_S = 5.0
+
+
+class WorkerLost(Exception):
+    """A worker process died or stopped answering."""
+
+
+def start_method() -> str:
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+class ProcessSlot:
+    inline = False
+
+    def __init__(self, index: int, config: WorkerConfig, context: Any) -> None:
+        self.index = index
+        self.config = config
+        self.context = context
+        self.cpu_s: float | None = None  # the worker's CPU time, reported when it closes gracefully
+        self.conn, child = context.Pipe(duplex=True)
+        self.process = context.Process(target=worker_main, args=(child, config, index),
+                                       name=f"runner-worker-{index}", daemon=True)
+        self.process.start()
+        child.close()
+
+    def send(self, command: str, payload: Any) -> None:
+        try:
+            self.conn.send((command, payload))
+        except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+            raise WorkerLost(self._lost_reason(f"cannot send to it ({exc})")) from None
+
+    def recv(self) -> tuple[str, Any]:
+        try:
+            return self.conn.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            raise WorkerLost(self._lost_reason("its pipe closed")) from None
+
+    def has_reply(self) -> bool:
+        return self.conn.poll()
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def _lost_reason(self, what: str) -> str:
+        self.process.join(timeout=1.0)
+        code = self.process.exitcode
+        status = "is still running" if code is None else f"exited with code {code}"
+        return f"worker {self.index} (pid {self.process.pid}) {status}: {what}"
+
+    def lost_reason(self) -> str:
+        return self._lost_reason("it died")
+
+    def respawn(self) -> ProcessSlot:
+        """A fresh worker for this slot (same index and config); this one is killed. For fault tolerance."""
+        self.close(graceful=False)
+        return ProcessSlot(self.index, self.config, self.context)
+
+    def close(self, *, graceful: bool = True) -> None:
+        """Ask the worker to close its env and exit; terminate it if it does not (or when not graceful)."""
+        if graceful and self.process.is_alive():
+            try:
+                self.conn.send((CLOSE, None))
+                if self.conn.poll(CLOSE_TIMEOUT_S):
+                    kind, value = self.conn.recv()
+                    if kind == CLOSED:
+                        self.cpu_s = value
+            except (EOFError, OSError):
+                pass
+            self.process.join(timeout=CLOSE_TIMEOUT_S)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=CLOSE_TIMEOUT_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+class InlineSlot:
+    """A slot in the main process (batch size 1, or `eval.use_async_envs: false`)."""
+
+    inline = True
+    cpu_s = None  # counted in the main process
+
+    def __init__(self, index: int, config: WorkerConfig, should_stop: Callable[[], bool] | None = None) -> None:
+        self.index = index
+        self.runner = EpisodeRunner(config, index, should_stop)
+        self._reply: tuple[str, Any] | None = None
+
+    def send(self, command: str, payload: Any) -> None:
+        self._reply = self.runner.handle(command, payload)
+
+    def recv(self) -> tuple[str, Any]:
+        reply, self._reply = self._reply, None
+        assert reply is not None
+        return reply
+
+    def has_reply(self) -> bool:
+        return self._reply is not None
+
+    def alive(self) -> bool:
+        return True
+
+    def lost_reason(self) -> str:
+        return f"in-process slot {self.index} failed"
+
+    def close(self, *, graceful: bool = True) -> None:
+        self.runner.close()
+
+
+Slot = ProcessSlot | InlineSlot
+
+
+def open_slots(n: int, config: WorkerConfig, *, processes: bool, method: str | None = None,
+               should_stop: Callable[[], bool] | None = None, preload: Sequence[str] = ()) -> list[Slot]:
+    """n slots; on failure, the ones already started are closed.
+
+    `preload`: modules the forkserver imports once before forking workers (they must not create GL
+    contexts or threads at import), so each worker starts without importing the simulator again.
+    """
+    slots: list[Slot] = []
+    try:
+        if processes:
+            context = mp.get_context(method or start_method())
+            if context.get_start_method() == "forkserver":
+                context.set_forkserver_preload(["runner.engine.worker", *preload])
+            with _main_module_hidden():
+                for i in range(n):
+                    slots.append(ProcessSlot(i, config, context))
+        else:
+            for i in range(n):
+                slots.append(InlineSlot(i, config, should_stop))
+    except BaseException:
+        close_slots(slots, graceful=False)
+        raise
+    return slots
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Workers need nothing from `__main__`; without this, multiprocessing re-runs the caller's script
+    (or module) in every worker, which fails for scripts without an `if __name__ == "__main__"` guard."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+def close_slots(slots: Sequence[Slot], *, graceful: bool = True) -> None:
+    """Close every slot, even when some fail to close."""
+    for slot in slots:
+        with contextlib.suppress(Exception):
+            slot.close(graceful=graceful)
+
+
+class Poller:
+    """Which process slots have a reply to read or a dead worker: one long-lived `select.poll` over every
+    worker's pipe and process sentinel (cheaper per step than `multiprocessing.connection.wait`)."""
+
+    def __init__(self, slots: Sequence[ProcessSlot]) -> None:
+        self._poll = select.poll()
+        self._by_fd: dict[int, ProcessSlot] = {}
+        for slot in slots:
+            self.add(slot)
+
+    def add(self, slot: ProcessSlot) -> None:
+        for fd in (slot.conn.fileno(), slot.process.sentinel):
+            self._poll.register(fd, select.POLLIN)
+            self._by_fd[fd] = slot
+
+    def remove(self, slot: ProcessSlot) -> None:
+        for fd in [fd for fd, other in self._by_fd.items() if other is slot]:
+            self._poll.unregister(fd)
+            del self._by_fd[fd]
+
+    def wait(self, busy: Sequence[ProcessSlot], timeout: float) -> list[ProcessSlot]:
+        """Those of `busy` that are ready, waiting up to `timeout` seconds. A slot not in `busy` that shows
+        up (an idle worker that died) is dropped from the poll, so it cannot make every wait return at once."""
+        wanted = {slot.index for slot in busy}
+        ready: dict[int, ProcessSlot] = {}
+        for fd, _ in self._poll.poll(max(0.0, timeout) * 1000):
+            slot = self._by_fd.get(fd)
+            if slot is None:
+                continue
+            if slot.index in wanted:
+                ready[slot.index] = slot
+            else:
+                self.remove(slot)
+        return list(ready.values())
+
+
+def wait_ready(slots: Sequence[ProcessSlot], timeout: float) -> list[ProcessSlot]:
+    """Process slots with a reply to read or whose worker died (sentinel), waiting up to `timeout`."""
+    if not slots:
+        return []
+    by_object: dict[Any, ProcessSlot] = {}
+    for slot in slots:
+        by_object[slot.conn] = slot
+        by_object[slot.process.sentinel] = slot
+    ready = multiprocessing.connection.wait(list(by_object), timeout)
+    seen: dict[int, ProcessSlot] = {}
+    for obj in ready:
+        slot = by_object[obj]
+        seen[slot.index] = slot
+    return list(seen.values())

@@ -1,0 +1,268 @@
+"""What runs in a worker: one env at a time, one episode at a time, with LeRobot's episode accounting.
+
+Messages: (kind, payload) pairs over a `multiprocessing` pipe, one reply per request (the same
+handler serves in-process slots):
+
+  main -> worker                 worker -> main
+  ("start", EpisodeJob)          ("started", (observation, action_space))  policy in the main process
+                                 ("done", EpisodeResult)                   policy in the worker
+  ("step", action)               ("obs", observation) | ("done", EpisodeResult)
+  ("close", None)                ("closed", cpu_s); then the worker exits (cpu_s: its CPU time)
+  any                            ("error", ErrorInfo); the worker stays up until closed. A worker that
+                                 cannot start sends one ("error", ...) before any request.
+
+"start" builds the task's env when the worker's current env is for another task (closing that one
+first: a worker holds at most one simulator), resets it with `reset(seed=job.seed,
+options={"episode_index": job.index})` and opens the episode's video. Episode semantics follow
+LeRobot's `rollout`: done = terminated or truncated, forced at `max_steps`; success = any step's
+`info["is_success"]` up to done; `sum_reward` (math.fsum) / `max_reward` over the steps up to done. (LeRobot's mask also takes the step after done when other envs of its batch
+still run; that step is a frozen replay with reward 0, which changes `max_reward` only when every
+reward is negative. Each episode here is accounted alone.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.engine.plan import EpisodeJob
+from runner.errors import RunnerError
+
+START, STEP, CLOSE = "start", "step", "close"
+STARTED, OBS, DONE, CLOSED, ERROR = "started", "obs", "done", "closed", "error"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs; plain, picklable data."""
+
+    env_type: str
+    env: dict[str, Any]  # the EnvSpec as plain data (runner.spec.model.thaw)
+    obs_keys: frozenset[str] | None  # observation keys the policy reads (None: all)
+    policy_factory: Callable[[], Any] | None  # a PerEnvPolicy factory: the policy runs in the worker
+    out_dir: str
+    videos: bool  # whether some episodes are recorded (envs then render frames on request)
+    environ: dict[str, str] = field(default_factory=dict)  # set (setdefault) before the simulator loads
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    steps: int
+    sum_reward: float
+    max_reward: float
+    success: bool
+    wall_s: float  # from reset to done, in the worker
+    video_path: str | None
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An exception inside a worker, described for the main process."""
+
+    kind: str  # the exception class name
+    message: str
+    user_error: bool  # a RunnerError: shown as it is
+    where: str  # "file:line" of the innermost frame
+    traceback: str
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        return cls(type(exc).__name__, str(exc), isinstance(exc, RunnerError), where,
+                   "".join(traceback.format_exception(exc)))
+
+
+class EpisodeRunner:
+    """Runs episodes on one env at a time (in a worker process, or in the main process)."""
+
+    def __init__(self, config: WorkerConfig, slot: int, should_stop: Callable[[], bool] | None = None) -> None:
+        from runner.envs import get_adapter
+        from runner.spec.model import EnvSpec, build
+
+        self.config = config
+        self.slot = slot
+        self.adapter = get_adapter(config.env_type)
+        self.env_spec = build(EnvSpec, config.env)
+        self.policy = config.policy_factory() if config.policy_factory is not None else None
+        self.should_stop = should_stop
+        self.env: Any = None
+        self.job: EpisodeJob | None = None
+        self._rewards: list[float] = []
+        self._success = False
+        self._steps = 0
+        self._t0 = 0.0
+        self._video: Any = None
+
+    def handle(self, command: str, payload: Any) -> tuple[str, Any]:
+        """One message in, one reply out; exceptions become ("error", ErrorInfo)."""
+        try:
+            if command == STEP:
+                return self.step(payload)
+            if command == START:
+                return self.start(payload)
+            if command == CLOSE:
+                self.close()
+                return (CLOSED, time.process_time())
+            raise ValueError(f"unknown command {command!r}")
+        except Abandoned:
+            self._abandon()
+            raise
+        except Exception as exc:
+            self._abandon()
+            return (ERROR, ErrorInfo.from_exception(exc))
+
+    def start(self, job: EpisodeJob) -> tuple[str, Any]:
+        self._abandon()
+        if self.env is None or self.env.task != job.task:
+            self._close_env()
+            self.env = self.adapter.make(job.task, self.env_spec, obs_keys=self.config.obs_keys,
+                                         video=self.config.videos)
+        self.job = job
+        self._t0 = time.perf_counter()
+        observation, info = self.env.reset(seed=job.seed, options={"episode_index": job.index})
+        self._rewards, self._steps, self._success = [], 0, False
+        if job.video_path is not None:
+            from runner.results.video import VideoWriter
+
+            path = Path(self.config.out_dir) / job.video_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._video = VideoWriter(path, self.env.control_fps)
+            self._video.add(self.env.render())
+        if self.policy is None:
+            return (STARTED, (observation, self.env.action_space))
+        return self._run_locally(job, observation)
+
+    def step(self, action: Any) -> tuple[str, Any]:
+        if self.job is None:
+            raise RuntimeError("step without a started episode")
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        self._rewards.append(float(reward))
+        self._success = self._success or bool(info.get("is_success", False))
+        if self._video is not None:
+            self._video.add(self.env.render())
+        if terminated or truncated or self._steps >= self.job.max_steps:
+            return (DONE, self._finish())
+        return (OBS, observation)
+
+    def close(self) -> None:
+        self._abandon()
+        self._close_env()
+
+    def _run_locally(self, job: EpisodeJob, observation: Any) -> tuple[str, Any]:
+        from runner.policies.base import EpisodeStart
+
+        space = self.env.action_space
+        self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space))
+        expected = tuple(space.shape or ())
+        checked = False
+        while True:
+            action = self.policy.act(observation)
+            if not checked:
+                check_action(np.asarray(action), expected, job, batched=False)
+                checked = True
+            kind, value = self.step(action)
+            if kind == DONE:
+                return (kind, value)
+            observation = value
+            if self.should_stop is not None and self.should_stop():
+                raise Abandoned()
+
+    def _finish(self) -> EpisodeResult:
+        assert self.job is not None
+        video_path = None
+        if self._video is not None:
+            self._video.close()
+            self._video = None
+            video_path = self.job.video_path
+        rewards = self._rewards
+        result = EpisodeResult(
+            steps=self._steps,
+            sum_reward=math.fsum(rewards),  # correctly rounded: independent of summation order
+            max_reward=max(rewards) if rewards else math.nan,
+            success=self._success,
+            wall_s=time.perf_counter() - self._t0,
+            video_path=video_path,
+        )
+        self.job = None
+        return result
+
+    def _abandon(self) -> None:
+        """Drop an unfinished episode (its partial video included)."""
+        if self._video is not None:
+            with contextlib.suppress(Exception):
+                self._video.abort()
+            self._video = None
+        self.job = None
+
+    def _close_env(self) -> None:
+        if self.env is not None:
+            env, self.env = self.env, None
+            env.close()
+
+
+class Abandoned(Exception):
+    """The main process asked to stop while an in-process episode ran."""
+
+
+def check_action(action: np.ndarray, expected: tuple[int, ...], job: EpisodeJob, *, batched: bool) -> None:
+    """Raise a clear error for an action of the wrong shape or type."""
+    from runner.errors import EvaluationError
+
+    if action.shape != expected or action.dtype.kind not in "biuf":  # bool, int, unsigned, float
+        what = "an action row" if batched else "an action"
+        raise EvaluationError(f"the policy returned {what} of shape {action.shape} ({action.dtype}); "
+                              f"{job.task.name} expects shape {expected} (task {job.describe()})")
+
+
+def worker_main(conn: Any, config: WorkerConfig, slot: int) -> None:
+    """Entry point of a worker process: serve messages until "close" or the main process goes away."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwind, so an unfinished video is removed
+    for key, value in config.environ.items():
+        os.environ.setdefault(key, value)
+    runner = None
+    try:
+        try:
+            runner = EpisodeRunner(config, slot)
+        except Exception as exc:
+            conn.send((ERROR, ErrorInfo.from_exception(exc)))
+        _serve(conn, runner)
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
+    while True:
+        try:
+            command, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the main process is gone
+        if runner is not None:
+            reply = runner.handle(command, payload)
+        elif command == CLOSE:
+            reply = (CLOSED, None)
+        else:
+            reply = (ERROR, ErrorInfo("RuntimeError", "the worker failed to start", False, "", ""))
+        try:
+            conn.send(reply)
+        except OSError:
+            return
+        if command == CLOSE:
+            return
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

@@ -1,0 +1,101 @@
+"""The env adapter protocol: what the engine needs from a simulator family.
+
+An adapter runs in two places:
+- in the main process, cheaply and without importing the simulator: `check()`, `tasks()`, `max_steps()`;
+- inside a worker process: `make()`, which imports the simulator and returns one task's env.
+
+The env `make()` returns is a Gymnasium env (`TaskEnv`) with LeRobot's observation conventions:
+
+- `reset(seed=k)` -> `(observation, info)`; the episode is fully determined by the seed, whatever
+  the env ran before (so an env can be reused for the next episode of its task); the engine also
+  passes `options={"episode_index": k}` (LIBERO picks its fixed init state k from it);
+- `step(action)` -> `(observation, reward, terminated, truncated, info)` with `info["is_success"]`;
+- `render()` -> the RGB video frame (H, W, 3) uint8 of the current state;
+- `control_fps`: control steps per simulated second (videos are written at this rate).
+
+Observation keys (only those requested are produced, so images are rendered only when needed):
+- `pixels`: one uint8 HWC image, or a dict camera name -> image when `camera_name_mapping` is set;
+- `agent_pos`: the robot state a policy sees (LeRobot's `observation.state`);
+- `environment_state`: the full simulator state (LeRobot's `observation.env_state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import gymnasium as gym
+
+from runner.errors import ConfigError
+from runner.spec import EnvSpec
+from runner.tasks import TaskRef
+
+PIXELS = "pixels"
+AGENT_POS = "agent_pos"
+ENV_STATE = "environment_state"
+OBSERVATION_KEYS = (PIXELS, AGENT_POS, ENV_STATE)
+
+Observation = dict[str, Any]
+
+
+class TaskEnv(gym.Env):
+    """One task's env as the engine drives it (see the module docstring)."""
+
+    task: TaskRef
+    control_fps: float = 30.0
+
+
+class EnvAdapter(Protocol):
+    """One simulator family (`env.type` in a spec)."""
+
+    name: ClassVar[str]
+    # Modules a forkserver may import before forking workers (no GL context or thread at import).
+    preload: ClassVar[tuple[str, ...]] = ()
+
+    def check(self) -> None:
+        """Raise `MissingDependencyError` (with install advice) when the simulator is not installed."""
+
+    def tasks(self, env: EnvSpec) -> list[TaskRef]:
+        """The tasks `env.task` names (groups expanded, `env.task_ids` applied), with their task text."""
+
+    def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
+        """Episode length cap: `env.max_steps` or the benchmark's own limit."""
+
+    def make(self, task: TaskRef, env: EnvSpec, *, obs_keys: frozenset[str] | None, video: bool) -> TaskEnv:
+        """Build the task's env (inside the worker). `obs_keys`: keys the policy needs (None: all the env
+        offers); `video`: whether `render()` will be called for video frames."""
+
+
+def select_task_ids(group: str, names: Sequence[str], task_ids: Sequence[int] | None) -> list[tuple[int, str]]:
+    """(task id, name) pairs of a group, keeping only `task_ids` when given."""
+    if task_ids is None:
+        return list(enumerate(names))
+    out = []
+    for task_id in task_ids:
+        if task_id >= len(names):
+            raise ConfigError(f"env.task_ids: task id {task_id} is out of range for {group!r} "
+                              f"(ids 0..{len(names) - 1})")
+        out.append((task_id, names[task_id]))
+    return out
+
+
+def unique_groups(items: Sequence[str]) -> list[str]:
+    """The comma-list items of `env.task`, refusing duplicates (they would collide in the results)."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            raise ConfigError(f"env.task lists {item!r} twice")
+        seen.add(item)
+    if not items:
+        raise ConfigError("env.task names no task")
+    return list(items)
+
+
+def wants(obs_keys: frozenset[str] | None, key: str) -> bool:
+    """Whether an observation key was requested (None requests every key)."""
+    return obs_keys is None or key in obs_keys
+
+
+def rename_cameras(images: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """Apply `camera_name_mapping` (simulator name -> name the policy sees) to a dict of images."""
+    return {mapping.get(name, name): image for name, image in images.items()}

@@ -1,0 +1,107 @@
+"""The policy adapter protocol: batched, slot-aware, told what each slot's episode is.
+
+The engine runs `batch_size` slots; each slot runs one episode at a time and starts the next one as
+soon as it finishes (continuous scheduling), so slots are at different steps of different episodes,
+possibly of different tasks. A policy therefore keeps any per-episode state *per slot*:
+
+- `reset(starts)`: new episodes begin in `start.slot` for each start (clear that slot's state only);
+- `select_action(observation, task_texts, slots)`: one action per row; row i belongs to `slots[i]`.
+  `observation` is batched like a Gymnasium vector env's: every leaf array has a leading batch axis
+  (`pixels` uint8 (B, H, W, 3) or a dict of them, `agent_pos` (B, d), `environment_state` (B, d)).
+  Returns an array of shape (B, *action_space.shape).
+- `observation_keys`: the env observation keys the policy reads (None: all), so envs render images
+  only for policies that look at them.
+- `per_env()`: optionally, a picklable zero-argument factory of a `PerEnvPolicy`. Cheap per-env
+  policies (scripted experts, random) offer it, and the engine may then run the policy inside each
+  worker instead of round-tripping every step through the main process. Both paths give identical
+  episodes. An optional `preload` attribute names modules the workers then need (imported once in
+  the forkserver).
+
+Raise `runner.errors.RunnerError` subclasses for user mistakes (they are shown as they are); any other
+exception is reported as an evaluation error naming the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from runner.tasks import TaskRef
+
+# Observation keys (LeRobot's env conventions; the same strings as runner.envs.base, which policies
+# do not import): images, robot state, full simulator state.
+PIXELS = "pixels"
+AGENT_POS = "agent_pos"
+ENV_STATE = "environment_state"
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    """What a slot's new episode is."""
+
+    slot: int
+    task: TaskRef
+    episode_index: int  # k: the k-th episode of this task
+    seed: int  # eval.seed + k; the env is reset with it, seeded policies use it too
+    action_space: gym.spaces.Space
+    n_slots: int = 1  # slots in the run (its batch size); batched policies may size their forward passes by it
+
+
+@runtime_checkable
+class PerEnvPolicy(Protocol):
+    """A policy for one env at a time (unbatched observations)."""
+
+    def reset(self, start: EpisodeStart) -> None: ...
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray: ...
+
+
+class Policy(Protocol):
+    observation_keys: frozenset[str] | None
+
+    def reset(self, starts: Sequence[EpisodeStart]) -> None: ...
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray: ...
+
+    def per_env(self) -> Callable[[], PerEnvPolicy] | None: ...
+
+    def close(self) -> None: ...
+
+
+def observation_row(observation: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Row i of a batched observation (nested dicts kept)."""
+    return {k: observation_row(v, i) if isinstance(v, Mapping) else v[i] for k, v in observation.items()}
+
+
+class PerEnvBatch:
+    """A batched `Policy` made of one `PerEnvPolicy` per slot (built lazily by `factory`)."""
+
+    def __init__(self, factory: Callable[[], PerEnvPolicy], observation_keys: frozenset[str] | None,
+                 *, offer_per_env: bool = True, preload: tuple[str, ...] = ()) -> None:
+        self.factory = factory
+        self.observation_keys = observation_keys
+        self.offer_per_env = offer_per_env
+        self.preload = preload  # modules worker processes may import up front (no GL context or thread at import)
+        self._slots: dict[int, PerEnvPolicy] = {}
+
+    def reset(self, starts: Sequence[EpisodeStart]) -> None:
+        for start in starts:
+            policy = self._slots.get(start.slot)
+            if policy is None:
+                policy = self._slots[start.slot] = self.factory()
+            policy.reset(start)
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        return np.stack([self._slots[slot].act(observation_row(observation, i)) for i, slot in enumerate(slots)])
+
+    def per_env(self) -> Callable[[], PerEnvPolicy] | None:
+        return self.factory if self.offer_per_env else None
+
+    def close(self) -> None:
+        self._slots.clear()

@@ -1,0 +1,460 @@
+"""`lerobot`: a pretrained LeRobot policy (LeRobot >= 0.6, Python >= 3.12), run as `lerobot-eval` runs it.
+
+`policy.path` is a local directory written by `save_pretrained` (config.json, model.safetensors and the
+`policy_preprocessor.json` / `policy_postprocessor.json` pipelines) or a Hugging Face hub id. Loading is
+LeRobot's own: `PreTrainedConfig.from_pretrained` (with `--empty_cameras` and `--device` as overrides),
+the policy class's `from_pretrained`, and `make_pre_post_processors` with the saved pipelines, the device
+and `policy.rename_map` as overrides. `policy.device: auto` picks LeRobot's choice (cuda, mps, xpu, cpu).
+
+Each step, as `lerobot-eval`'s rollout: the env observation goes through LeRobot's `preprocess_observation`
+(uint8 HWC images -> float CHW in [0, 1]; `agent_pos` -> `observation.state`, ...), the task text is added
+as `task`, the saved preprocessor runs on the batch, one action per env comes out, and the saved
+postprocessor runs on those actions. Env adapters emit observations in the layout LeRobot's own env
+processors produce, so no env processor runs here.
+
+Per-slot state. LeRobot's `select_action` keeps one action queue (and for some policies an observation
+history) for the whole batch, and `reset()` clears it for every env at once; slots here start episodes
+at different times. So:
+- chunking policies (`act` without temporal ensembling, `smolvla`, `pi0`, `pi05`; one observation step):
+  each slot has its own queue of `n_action_steps` actions, refilled by `predict_action_chunk` when it
+  runs dry. `policy.kwargs.forward` picks how refills are batched:
+  `padded` (default): one forward with one row per slot (row i = slot i, the layout of lerobot-eval's
+  batch; rows of slots that need no refill are filled with a copy). A forward's row results depend on
+  its batch size but not on the other rows (checked on CPU here), so an episode's numbers depend only on
+  itself and the batch size, never on timing or on its neighbours, and equal lerobot-eval's at the same
+  batch size. `per_slot`: one forward per slot (the same numbers at every batch size, equal to
+  lerobot-eval's at batch size 1). `grouped`: only the rows that need a refill (least compute; the last
+  bits can then vary with timing).
+  Rows are grouped by task text so text padding never depends on other tasks. Flow-matching policies
+  draw their noise per row from a generator seeded with the episode's seed.
+- every other policy (no `predict_action_chunk`, an observation history, temporal ensembling, or a type
+  not listed above) runs as one copy per slot that shares the weights, with batch size 1 and the slot's
+  own torch RNG stream (seeded with the episode's seed): exactly lerobot-eval at batch size 1, unbatched.
+
+Before the first action, the features the policy expects are checked against what the env produced
+(after `env.camera_name_mapping`, LeRobot's key conventions and `policy.rename_map`); a missing key or a
+state of the wrong size fails at once, naming the missing and the extra keys. LeRobot's
+`observation.images.empty_camera_<i>` placeholders (`policy.empty_cameras`) are exempt.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.errors import ConfigError, MissingDependencyError
+from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart
+from runner.spec import EnvSpec, PolicySpec
+
+MIN_VERSION = (0, 6)
+INSTALL = "pip install 'runner[lerobot]' (LeRobot >= 0.6 needs Python >= 3.12)"
+CHUNK_TYPES = frozenset({"act", "smolvla", "pi0", "pi05"})
+FORWARD_MODES = ("padded", "per_slot", "grouped")
+KWARGS = {"forward": FORWARD_MODES}
+EMPTY_CAMERA = re.compile(r"^observation\.images\.empty_camera_\d+$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+IMAGE_PREFIX = "observation.image"
+STATE, ENV_STATE_KEY = "observation.state", "observation.env_state"
+
+
+def make(policy: PolicySpec, env: EnvSpec) -> LeRobotPolicy:
+    forward = _options(policy.kwargs)
+    _import_lerobot()
+    return LeRobotPolicy(policy, forward=forward)
+
+
+def _options(kwargs: Mapping[str, Any]) -> str:
+    unknown = sorted(set(kwargs) - set(KWARGS))
+    if unknown:
+        raise ConfigError(f"policy.kwargs: unknown option(s) {', '.join(unknown)} for the lerobot policy "
+                          f"(known: {', '.join(KWARGS)})")
+    forward = kwargs.get("forward", "padded")
+    if forward not in FORWARD_MODES:
+        raise ConfigError(f"policy.kwargs.forward: {forward!r} is not one of {', '.join(FORWARD_MODES)}")
+    return forward
+
+
+def _import_lerobot() -> None:
+    """MissingDependencyError unless LeRobot >= 0.6 is installed (checked by its distribution, not imported)."""
+    import sys
+    from importlib import metadata
+
+    try:
+        version = metadata.version("lerobot")
+    except metadata.PackageNotFoundError:
+        where = "" if sys.version_info >= (3, 12) else f" (this is Python {sys.version_info[0]}.{sys.version_info[1]})"
+        raise MissingDependencyError(f"the lerobot policy needs LeRobot >= 0.6: {INSTALL}{where}") from None
+    if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < MIN_VERSION:
+        raise MissingDependencyError(f"the lerobot policy needs LeRobot >= 0.6, found {version}: {INSTALL}")
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> LeRobot's pick (cuda, mps, xpu, cpu); an explicit device must be available."""
+    from lerobot.utils.device_utils import is_torch_device_available
+
+    if device == "auto":  # LeRobot's order (its auto_select_torch_device), without its log lines
+        for name in ("cuda", "mps", "xpu"):
+            if is_torch_device_available(name):
+                return name
+        return "cpu"
+    if not is_torch_device_available(device):
+        raise ConfigError(f"policy.device {device!r} is not available on this machine (use auto or cpu)")
+    return device
+
+
+def _source(path: str | None) -> tuple[str, bool]:
+    """(path, is_hub_id); ConfigError for a local path that is not a policy directory."""
+    if not path:
+        raise ConfigError("policy.path: the lerobot policy needs a local directory or a hub id")
+    local = Path(path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise ConfigError(f"policy.path {path!r} has no config.json: not a directory written by "
+                              f"LeRobot's save_pretrained")
+        return str(local), False
+    if HUB_ID.match(path) and not path.startswith("."):
+        return path, True
+    raise ConfigError(f"policy.path {path!r}: no such directory (and not a hub id like owner/name)")
+
+
+def _hub_error(repo_id: str, exc: BaseException) -> MissingDependencyError:
+    return MissingDependencyError(
+        f"policy.path {repo_id!r} is a Hugging Face hub id and it could not be fetched "
+        f"({type(exc).__name__}; offline?). Download it where the hub is reachable "
+        f"(hf download {repo_id} --local-dir DIR) and pass the directory instead: --set policy.path=DIR")
+
+
+def _is_hub_failure(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    hub = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "HfHubHTTPError", "RepositoryNotFoundError",
+           "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError", "ConnectError", "ConnectionError",
+           "TimeoutException", "HTTPError"}
+    return bool(names & hub) or (exc.__cause__ is not None and _is_hub_failure(exc.__cause__))
+
+
+@dataclass
+class Loaded:
+    policy: Any
+    preprocessor: Any
+    postprocessor: Any
+    device: str
+
+
+def load(spec: PolicySpec) -> Loaded:
+    """The policy and its saved processors, loaded the way lerobot-eval loads them."""
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    path, hub = _source(spec.path)
+    device = resolve_device(spec.device)
+    try:
+        saved = PreTrainedConfig.from_pretrained(path)
+        overrides = [f"--device={device}"]
+        if spec.empty_cameras:
+            if not hasattr(saved, "empty_cameras"):
+                raise ConfigError(f"policy.empty_cameras: LeRobot policy type {saved.type!r} has no empty cameras "
+                                  f"(only types with an empty_cameras option, e.g. smolvla, pi0, pi05, xvla)")
+            overrides.append(f"--empty_cameras={spec.empty_cameras}")
+        config = PreTrainedConfig.from_pretrained(path, cli_overrides=overrides)
+        config.pretrained_path = Path(path) if not hub else path
+        policy = get_policy_class(config.type).from_pretrained(path, config=config)
+        policy.to(config.device)
+        policy.eval()
+        preprocessor, postprocessor = make_pre_post_processors(
+            policy_cfg=config,
+            pretrained_path=path,
+            preprocessor_overrides={
+                "device_processor": {"device": str(config.device)},
+                "rename_observations_processor": {"rename_map": dict(spec.rename_map)},
+            },
+        )
+    except ConfigError:
+        raise
+    except Exception as exc:
+        if hub and _is_hub_failure(exc):
+            raise _hub_error(path, exc) from None
+        raise ConfigError(f"policy.path {path!r}: LeRobot could not load the policy: "
+                          f"{type(exc).__name__}: {exc}") from None
+    if str(config.device).startswith("cuda"):
+        import torch
+
+        torch.backends.cudnn.benchmark = True  # as lerobot-eval
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return Loaded(policy, preprocessor, postprocessor, str(config.device))
+
+
+# -- features --------------------------------------------------------------------------------------
+
+
+def observation_keys(input_features: Mapping[str, Any], rename_map: Mapping[str, str]) -> frozenset[str]:
+    """The env observation keys a policy with these input features reads."""
+    wanted = set(input_features) | {src for src, dst in rename_map.items() if dst in input_features}
+    keys = set()
+    if any(k.startswith(IMAGE_PREFIX) for k in wanted):
+        keys.add(PIXELS)
+    if STATE in wanted:
+        keys.add(AGENT_POS)
+    if ENV_STATE_KEY in wanted:
+        keys.add(ENV_STATE)
+    return frozenset(keys)
+
+
+def feature_mismatch(expected: Mapping[str, Any], provided: Mapping[str, tuple[int, ...]],
+                     rename_map: Mapping[str, str]) -> str | None:
+    """Why the env's observation (LeRobot keys before `rename_map` -> per-row shape) does not fit the
+    policy's input features; None if it does."""
+    renamed = {rename_map.get(key, key): (key, tuple(shape)) for key, shape in provided.items()}
+    missing = sorted(k for k in expected if k not in renamed and not EMPTY_CAMERA.match(k))
+    extra = sorted(k for k in renamed if k.startswith(IMAGE_PREFIX) and k not in expected)
+    wrong = sorted(f"{k} has shape {renamed[k][1]}, the policy expects {tuple(expected[k].shape)}"
+                   for k in expected if k in renamed and not k.startswith(IMAGE_PREFIX)
+                   and renamed[k][1] != tuple(expected[k].shape))
+    if not missing and not wrong:
+        return None
+
+    def show(key: str) -> str:
+        source = renamed[key][0]
+        return key if source == key else f"{key} (renamed from {source})"
+
+    parts = [f"missing {', '.join(missing)}"] if missing else []
+    parts.append(f"extra {', '.join(map(show, extra)) if extra else 'none'}")
+    parts.extend(wrong)
+    hint = ""
+    if len(missing) == 1 and len(extra) == 1:
+        source = renamed[extra[0]][0]
+        if source == missing[0]:
+            hint = f"; drop policy.rename_map's entry for {source}"
+        else:
+            hint = f"; map it with policy.rename_map: {{{source}: {missing[0]}}} (or env.camera_name_mapping)"
+    elif missing:
+        hint = "; map the env's keys with policy.rename_map or env.camera_name_mapping"
+    unused = sorted(k for k in rename_map if k not in provided)
+    if unused:
+        hint += f" (policy.rename_map names keys the env does not produce: {', '.join(unused)})"
+    return (f"the policy's input features do not match the env's observation after mapping: "
+            f"{'; '.join(parts)}{hint}")
+
+
+# -- the adapter -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SlotState:
+    seed: int
+    queue: deque = field(default_factory=deque)  # raw policy actions (A,), before the postprocessor
+    generator: Any = None  # torch.Generator for this episode's flow-matching noise
+    instance: Any = None  # per-slot policy copy (policies without per-slot chunking)
+    rng_state: Any = None  # that copy's torch RNG stream
+
+
+class LeRobotPolicy:
+    """Batched LeRobot policy with per-slot episode state (see the module docstring)."""
+
+    def __init__(self, spec: PolicySpec, *, forward: str = "padded") -> None:
+        import torch
+
+        self.spec = spec
+        self.forward = forward
+        self.rename_map = dict(spec.rename_map)
+        loaded = load(spec)
+        self.policy = loaded.policy
+        self.preprocessor = loaded.preprocessor
+        self.postprocessor = loaded.postprocessor
+        self.device = loaded.device
+        self.config = self.policy.config
+        self.chunked = chunking(self.policy)
+        self.n_action_steps = int(getattr(self.config, "n_action_steps", 1) or 1)
+        self.observation_keys = observation_keys(self.config.input_features, self.rename_map)
+        self._slots: dict[int, SlotState] = {}
+        self._n_slots = 1
+        self._checked: set[Any] = set()
+        self._noise_rows: list[Any] | None = None
+        self._amp = self.config.use_amp
+        self._torch = torch
+        if self.chunked:
+            self._install_noise()
+        self.policy.reset()
+
+    # protocol
+
+    def reset(self, starts: Sequence[EpisodeStart]) -> None:
+        torch = self._torch
+        for start in starts:
+            self._n_slots = max(self._n_slots, start.n_slots, start.slot + 1)
+            state = SlotState(seed=start.seed)
+            if self.chunked:
+                state.generator = torch.Generator().manual_seed(start.seed)
+            else:
+                old = self._slots.get(start.slot)
+                state.instance = old.instance if old is not None else _shared_copy(self.policy)
+                state.instance.reset()
+                state.rng_state = (torch.Generator().manual_seed(start.seed).get_state(), None)
+            self._slots[start.slot] = state
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode(), self._autocast():
+            batch = self._convert(observation, task_texts)
+            self._check(batch)
+            if not self.chunked:
+                return self._act_per_instance(batch, slots)
+            need = [i for i, slot in enumerate(slots) if not self._slots[slot].queue]
+            if need:
+                self._refill(batch, slots, need)
+            self.preprocessor(_copy(batch))  # every step, as lerobot-eval (stateful steps see the current obs)
+            actions = torch.stack([self._slots[slot].queue.popleft() for slot in slots])
+            actions = self.postprocessor(actions)
+        return actions.to("cpu").numpy()
+
+    def per_env(self) -> None:
+        return None  # batched in the main process
+
+    def close(self) -> None:
+        self._slots.clear()
+
+    # internals
+
+    def _autocast(self) -> Any:
+        if not self._amp:
+            return nullcontext()
+        return self._torch.autocast(device_type=self._torch.device(self.device).type)
+
+    def _convert(self, observation: Mapping[str, Any], task_texts: Sequence[str]) -> dict[str, Any]:
+        from lerobot.envs.utils import preprocess_observation
+
+        batch = preprocess_observation({k: v for k, v in observation.items()})
+        batch["task"] = list(task_texts)
+        return batch
+
+    def _check(self, batch: Mapping[str, Any]) -> None:
+        provided = {k: tuple(v.shape[1:]) for k, v in batch.items() if hasattr(v, "shape")}
+        signature = tuple(sorted(provided.items()))
+        if signature in self._checked:
+            return
+        problem = feature_mismatch(self.config.input_features, provided, self.rename_map)
+        if problem:
+            raise ConfigError(f"policy {self.spec.path!r}: {problem}")
+        self._checked.add(signature)
+
+    def _refill(self, batch: dict[str, Any], slots: Sequence[int], need: list[int]) -> None:
+        """Predict a chunk for the rows in `need` (indices into the batch) and queue it per slot."""
+        groups: dict[str, list[int]] = {}
+        for i in need:
+            groups.setdefault(batch["task"][i], []).append(i)
+        for rows in groups.values():
+            if self.forward == "per_slot":
+                for i in rows:
+                    self._predict(batch, slots, [i], {i: 0})
+            elif self.forward == "grouped":
+                self._predict(batch, slots, rows, {i: pos for pos, i in enumerate(rows)})
+            else:  # padded: row s of the forward is slot s
+                width = max(self._n_slots, max(slots) + 1)
+                by_slot = {slots[i]: i for i in rows}
+                layout = [by_slot.get(s, rows[0]) for s in range(width)]
+                self._predict(batch, slots, layout, {i: slots[i] for i in rows})
+
+    def _predict(self, batch: dict[str, Any], slots: Sequence[int], layout: list[int],
+                 positions: dict[int, int]) -> None:
+        """One forward of the batch rows in `layout`; batch row i's chunk (at forward row `positions[i]`)
+        goes to slot `slots[i]`'s queue. Other forward rows are fillers."""
+        processed = self.preprocessor(_take(batch, layout))
+        noise: list[Any] = [None] * len(layout)
+        for i, pos in positions.items():
+            noise[pos] = self._slots[slots[i]].generator
+        self._noise_rows = noise
+        try:
+            chunk = self.policy.predict_action_chunk(processed)
+        finally:
+            self._noise_rows = None
+        for i, pos in positions.items():
+            self._slots[slots[i]].queue.extend(chunk[pos, : self.n_action_steps].unbind(0))
+
+    def _act_per_instance(self, batch: dict[str, Any], slots: Sequence[int]) -> np.ndarray:
+        """Policies without per-slot chunking: each slot's own copy, batch size 1, its own RNG stream."""
+        torch = self._torch
+        cuda = self.device.startswith("cuda")
+        out = []
+        for i, slot in enumerate(slots):
+            state = self._slots[slot]
+            cpu_state, cuda_state = state.rng_state
+            with torch.random.fork_rng(devices=[torch.device(self.device).index or 0] if cuda else []):
+                torch.set_rng_state(cpu_state)
+                if cuda:
+                    if cuda_state is None:
+                        torch.cuda.manual_seed(state.seed)
+                    else:
+                        torch.cuda.set_rng_state(cuda_state)
+                processed = self.preprocessor(_take(batch, [i]))
+                action = state.instance.select_action(processed)
+                state.rng_state = (torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None)
+            out.append(self.postprocessor(action))
+        return torch.cat(out).to("cpu").numpy()
+
+    def _install_noise(self) -> None:
+        """Flow-matching models: draw each row's noise from its episode's generator."""
+        model = getattr(self.policy, "model", None)
+        original = getattr(model, "sample_noise", None)
+        if not callable(original):
+            return
+        torch = self._torch
+
+        def sample_noise(shape: Sequence[int], device: Any) -> Any:
+            rows = self._noise_rows
+            if rows is None or len(rows) != shape[0]:
+                return original(shape, device)
+            filler = torch.Generator().manual_seed(0)
+            noise = [torch.randn(tuple(shape[1:]), generator=g or filler, dtype=torch.float32) for g in rows]
+            return torch.stack(noise).to(device)
+
+        model.sample_noise = sample_noise
+
+
+def chunking(policy: Any) -> bool:
+    """Whether per-slot action queues fed by `predict_action_chunk` reproduce the policy's `select_action`."""
+    config = policy.config
+    rtc = getattr(config, "rtc_config", None)
+    return (config.type in CHUNK_TYPES
+            and callable(getattr(policy, "predict_action_chunk", None))
+            and getattr(config, "n_obs_steps", 1) == 1
+            and getattr(config, "temporal_ensemble_coeff", None) is None
+            and isinstance(getattr(config, "n_action_steps", None), int)
+            and not (rtc is not None and getattr(rtc, "enabled", False)))
+
+
+def _shared_copy(policy: Any) -> Any:
+    """A copy of the policy with its own state (queues, histories) and the same weights."""
+    memo = {id(t): t for t in itertools.chain(policy.parameters(), policy.buffers())}
+    return copy.deepcopy(policy, memo)
+
+
+def _take(batch: Mapping[str, Any], rows: list[int], n: int | None = None) -> dict[str, Any]:
+    """Rows of a converted batch (tensors with a batch axis, the task list, nested dicts), in this order."""
+    n = len(batch["task"]) if n is None else n
+    out: dict[str, Any] = {}
+    for key, value in batch.items():
+        if isinstance(value, Mapping):
+            out[key] = _take(value, rows, n)
+        elif hasattr(value, "shape") and len(value.shape) > 0 and value.shape[0] == n:
+            out[key] = value[rows]
+        elif isinstance(value, list) and len(value) == n:
+            out[key] = [value[i] for i in rows]
+        else:
+            out[key] = value
+    return out
+
+
+def _copy(batch: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, list) else v for k, v in batch.items()}

@@ -1,0 +1,114 @@
+"""`python`: a policy from the user's code, `policy.path: module:factory`.
+
+`factory(**policy.kwargs)` returns either
+- a batched policy with the protocol of `runner.policies.base.Policy` (`select_action(observation,
+  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `close()` optional), run in the
+  main process; or
+- a per-env policy (`act(observation)`, optional `reset(start)` and `observation_keys`), which the
+  engine may build inside each worker (the factory is then imported there).
+
+The module is imported from the current directory or the installed packages.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from runner.errors import ConfigError, EvaluationError, RunnerError
+from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy
+from runner.spec import EnvSpec, PolicySpec
+
+
+def load_factory(path: str, cwd: str | None = None) -> Callable[..., Any]:
+    """The callable named by `module:factory`; ConfigError when it cannot be found."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"policy.path {path!r} must be module:factory")
+    cwd = cwd or os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"policy.path {path!r}: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the user's module failed while importing
+        raise EvaluationError(f"policy.path {path!r}: importing {module_name!r} raised "
+                              f"{type(exc).__name__}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"policy.path {path!r}: {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def build(path: str, kwargs: Mapping[str, Any], cwd: str | None = None) -> Any:
+    factory = load_factory(path, cwd)
+    try:
+        return factory(**kwargs)
+    except RunnerError:
+        raise
+    except Exception as exc:
+        raise EvaluationError(f"policy factory {path!r} raised {type(exc).__name__}: {exc}") from None
+
+
+class UserPerEnv:
+    """A user's per-env policy with the optional `reset` filled in."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def reset(self, start: EpisodeStart) -> None:
+        if hasattr(self.inner, "reset"):
+            self.inner.reset(start)
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        return self.inner.act(observation)
+
+
+def _per_env(path: str, kwargs: dict[str, Any], cwd: str) -> PerEnvPolicy:
+    return UserPerEnv(build(path, kwargs, cwd))
+
+
+class UserBatched:
+    """A user's batched policy with the optional methods filled in."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        keys = getattr(inner, "observation_keys", None)
+        self.observation_keys = None if keys is None else frozenset(keys)
+
+    def reset(self, starts: Sequence[EpisodeStart]) -> None:
+        if hasattr(self.inner, "reset"):
+            self.inner.reset(starts)
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        return self.inner.select_action(observation, task_texts, slots)
+
+    def per_env(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if hasattr(self.inner, "close"):
+            self.inner.close()
+
+
+def make(policy: PolicySpec, env: EnvSpec) -> Any:
+    if not policy.path:
+        raise ConfigError("policy.type python needs policy.path: module:factory")
+    kwargs = dict(policy.kwargs)
+    obj = build(policy.path, kwargs)
+    if callable(getattr(obj, "select_action", None)):
+        return UserBatched(obj)
+    if callable(getattr(obj, "act", None)):
+        keys = getattr(obj, "observation_keys", None)
+        factory = functools.partial(_per_env, policy.path, kwargs, os.getcwd())
+        return PerEnvBatch(factory, None if keys is None else frozenset(keys))
+    raise ConfigError(f"policy.path {policy.path!r}: the factory must return an object with "
+                      f"select_action(observation, task_texts, slots) or act(observation)")

@@ -1,0 +1,93 @@
+"""Policies for tests, loaded by runner's `python` policy adapter (`policy.path: tests.policies_for_tests:NAME`).
+
+Real code paths: each factory returns an object with the documented batched or per-env protocol.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+
+class ZeroBatched:
+    """Batched: all-zero actions; checks the slot protocol (every slot was reset before it acts)."""
+
+    observation_keys = ("agent_pos",)
+
+    def __init__(self, action_dim: int = 4) -> None:
+        self.action_dim = action_dim
+        self.reset_slots: set[int] = set()
+        self.calls = 0
+
+    def reset(self, starts: Sequence[Any]) -> None:
+        for start in starts:
+            self.reset_slots.add(start.slot)
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        missing = set(slots) - self.reset_slots
+        if missing:
+            raise AssertionError(f"select_action for slots never reset: {sorted(missing)}")
+        if observation["agent_pos"].shape != (len(slots), 4) or len(task_texts) != len(slots):
+            raise AssertionError(f"bad batch: {observation['agent_pos'].shape}, {len(task_texts)} texts")
+        if set(observation) != {"agent_pos"}:
+            raise AssertionError(f"observation keys not requested: {sorted(observation)}")
+        self.calls += 1
+        return np.zeros((len(slots), self.action_dim), dtype=np.float32)
+
+
+def zero_batched(action_dim: int = 4) -> ZeroBatched:
+    return ZeroBatched(action_dim)
+
+
+def wrong_shape() -> ZeroBatched:
+    """Batched: returns 3-dim actions for a 4-dim action space."""
+    return ZeroBatched(action_dim=3)
+
+
+class RaisingBatched(ZeroBatched):
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        raise ValueError("the test policy fails on purpose")
+
+
+def raising() -> RaisingBatched:
+    return RaisingBatched()
+
+
+class PerEnv:
+    """Per-env: a seeded random walk; `delay_s` per step in episodes listed in `slow_episodes`;
+    `fail` = "raise" or "exit" makes it raise or kill its worker process at the first step."""
+
+    observation_keys = ("agent_pos",)
+
+    def __init__(self, delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None) -> None:
+        self.delay_s = delay_s
+        self.slow_episodes = set(slow_episodes)
+        self.fail = fail
+        self.rng = np.random.default_rng(0)
+        self.slow = False
+
+    def reset(self, start: Any) -> None:
+        self.rng = np.random.default_rng(start.seed)
+        self.slow = start.episode_index in self.slow_episodes
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        if self.fail == "raise":
+            raise RuntimeError("the per-env test policy fails on purpose")
+        if self.fail == "exit":
+            if multiprocessing.current_process().name == "MainProcess":
+                raise RuntimeError("refusing to exit the main process")
+            os._exit(3)  # a crash: the worker dies without a word
+        if self.slow:
+            time.sleep(self.delay_s)
+        return self.rng.uniform(-1, 1, size=4).astype(np.float32)
+
+
+def per_env(delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None) -> PerEnv:
+    return PerEnv(delay_s, slow_episodes, fail)

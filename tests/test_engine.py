@@ -1,0 +1,216 @@
+"""The engine with the real simulator: seeds, batch-size independence, continuous scheduling, outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
+from runner.errors import ConfigError
+from runner.results import read_ledger, validate_outputs, video_relpath
+from runner.spec import load_spec
+from runner.tasks import TaskRef
+
+pytest.importorskip("metaworld")
+pytestmark = pytest.mark.filterwarnings("ignore:Constant")
+
+
+def write_spec(tmp_path: Path, *, task: str = "push-v3,reach-v3", policy: dict | None = None, n: int = 3,
+               videos: int = 0, max_steps: int | None = None, async_envs: bool = True, name: str = "t") -> Path:
+    data = {
+        "name": name,
+        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
+        "env": {"type": "metaworld", "task": task, "max_steps": max_steps},
+        "policy": policy or {"type": "scripted"},
+        "eval": {"n_episodes": n, "batch_size": 0, "use_async_envs": async_envs, "seed": 1000, "videos": videos},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run(spec_path: Path, out: Path, **options):
+    return evaluate(load_spec(spec_path), out, RunOptions(progress=False, **options))
+
+
+def results(records) -> list[tuple]:
+    """Per-episode results without timings, in plan order."""
+    return sorted((r.task_group, r.task_id, r.episode_index, r.seed, r.steps, r.sum_reward, r.max_reward, r.success)
+                  for r in records)
+
+
+# ── plan ─────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_plan_seeds_videos_and_order():
+    tasks = [TaskRef("easy", 0, "a-v3", "A"), TaskRef("easy", 1, "b-v3", "B")]
+    jobs = make_plan(tasks, n_episodes=3, seed=100, videos=1, max_steps=lambda t: 7, video_path=video_relpath)
+    assert [(j.task.name, j.index, j.seed) for j in jobs] == [
+        ("a-v3", 0, 100), ("a-v3", 1, 101), ("a-v3", 2, 102), ("b-v3", 0, 100), ("b-v3", 1, 101), ("b-v3", 2, 102)]
+    assert [j.video_path for j in jobs] == ["videos/easy_0/eval_episode_0.mp4", None, None,
+                                            "videos/easy_1/eval_episode_0.mp4", None, None]
+    assert {j.max_steps for j in jobs} == {7}
+
+
+@pytest.mark.parametrize("cpus, n_jobs, in_workers, expected", [
+    (2, 140, False, 1),  # LeRobot's rule: floor(0.7 x CPUs)
+    (16, 140, False, 11),
+    (16, 5, False, 5),
+    (2, 140, True, 2),  # per-env policies in the workers: one slot per CPU
+    (128, 1000, True, 64),
+    (1, 1, False, 1),
+])
+def test_auto_batch_size(cpus, n_jobs, in_workers, expected):
+    assert auto_batch_size(n_jobs, policy_in_workers=in_workers, cpus=cpus) == expected
+
+
+# ── results do not depend on how episodes are run ────────────────────────────────────────────────────
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy, max_steps", [({"type": "scripted"}, None), ({"type": "random"}, 25)],
+                         ids=["scripted", "random"])
+def test_same_episodes_whatever_the_batch_size(tmp_path, policy, max_steps):
+    spec = write_spec(tmp_path, policy=policy, max_steps=max_steps)
+    variants = {
+        "batch 1": {"batch_size": 1},
+        "batch 2": {"batch_size": 2},
+        "batch 3": {"batch_size": 3},
+        "batch 2, task-major": {"batch_size": 2, "schedule": "task-major"},
+        "batch 2, policy in main": {"batch_size": 2, "policy_in_workers": False},
+        "batch 3, policy in main": {"batch_size": 3, "policy_in_workers": False},
+    }
+    outcomes = {}
+    for label, options in variants.items():
+        result = run(spec, tmp_path / label.replace(" ", "_").replace(",", ""), **options)
+        assert result.batch_size == options["batch_size"]
+        assert result.processes == (options["batch_size"] > 1)
+        outcomes[label] = results(read_ledger(result.out_dir / "episodes.jsonl"))
+        assert outcomes[label] == results(result.records)
+    reference = outcomes["batch 1"]
+    assert len(reference) == 6
+    for label, outcome in outcomes.items():
+        assert outcome == reference, label
+    if policy["type"] == "scripted":
+        assert all(r[-1] for r in reference)  # the experts succeed on push and reach
+
+
+@pytest.mark.slow
+def test_in_process_slots_give_the_same_episodes(tmp_path):
+    spec_async = write_spec(tmp_path, task="reach-v3", n=4, name="a")
+    spec_sync = write_spec(tmp_path, task="reach-v3", n=4, async_envs=False, name="s")
+    a = run(spec_async, tmp_path / "a", batch_size=2)
+    s = run(spec_sync, tmp_path / "s", batch_size=2)
+    assert a.processes and not s.processes
+    assert results(a.records) == results(s.records)
+
+
+@pytest.mark.slow
+def test_scripted_experts_mostly_succeed(tmp_path):
+    result = run(write_spec(tmp_path, task="push-v3", n=5), tmp_path / "out", batch_size=1)
+    assert sum(r.success for r in result.records) >= 4
+    assert result.eval_info["overall"]["pc_success"] >= 80
+
+
+# ── continuous scheduling ────────────────────────────────────────────────────────────────────────────
+
+
+def _by_key(trace):
+    return {event.key[2]: event for event in trace}
+
+
+@pytest.mark.slow
+def test_free_slot_starts_the_next_episode_while_a_slow_one_runs(tmp_path):
+    """Policy in the workers: episode 0 is made slow; the other slot keeps starting new episodes."""
+    policy = {"type": "python", "path": "tests.policies_for_tests:per_env",
+              "kwargs": {"delay_s": 0.03, "slow_episodes": [0]}}
+    spec = write_spec(tmp_path, task="reach-v3", policy=policy, n=5, max_steps=40)
+    result = run(spec, tmp_path / "out", batch_size=2)
+    events = _by_key(result.trace)
+    slow = events[0]
+    others = [e for k, e in events.items() if k != 0]
+    assert all(e.slot != slow.slot for e in others)  # one slot was busy with episode 0 all along
+    assert events[2].start_s < slow.end_s  # episode 0 + batch size started before the batch's slowest ended
+    assert sum(e.end_s < slow.end_s for e in others) >= 3
+    for slot in {e.slot for e in result.trace}:  # a slot runs one episode at a time
+        mine = sorted((e.start_s, e.end_s) for e in result.trace if e.slot == slot)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(mine, mine[1:], strict=False))
+
+
+@pytest.mark.slow
+def test_batched_policy_slots_refill_at_once(tmp_path):
+    """Policy in the main process: the slot whose episode ends first starts episode k + batch at once."""
+    spec = write_spec(tmp_path, task="push-v3", n=4)  # expert episodes of 65, 46, 71, 55 steps
+    result = run(spec, tmp_path / "out", batch_size=2, policy_in_workers=False)
+    events = _by_key(result.trace)
+    first, slowest = sorted([events[0], events[1]], key=lambda e: e.end_s)
+    assert events[2].slot == first.slot  # the slot freed first took the next episode ...
+    assert events[2].start_s < slowest.end_s  # ... before the batch's slowest episode ended
+
+
+@pytest.mark.slow
+def test_spread_schedule_builds_each_task_once(tmp_path):
+    spec = write_spec(tmp_path, task="reach-v3,push-v3,door-open-v3,drawer-close-v3", n=3)
+    result = run(spec, tmp_path / "out", batch_size=2, schedule="spread")
+    by_slot: dict[int, list[str]] = {}
+    for event in sorted(result.trace, key=lambda e: e.start_s):
+        tasks = by_slot.setdefault(event.slot, [])
+        if not tasks or tasks[-1] != event.key[0]:
+            tasks.append(event.key[0])
+    switches = sum(len(t) for t in by_slot.values())
+    assert switches <= 4 + 1  # four tasks, plus at most one slot joining another's task at the end
+
+
+# ── outputs ──────────────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.slow
+def test_outputs_follow_the_documented_layout(tmp_path):
+    import imageio.v3 as iio
+    import imageio_ffmpeg
+
+    spec = write_spec(tmp_path, task="reach-v3,metaworld-button-press-v3", n=2, videos=1, max_steps=12)
+    result = run(spec, tmp_path / "out", batch_size=2)
+    validate_outputs(result.out_dir)
+    videos = sorted(p.relative_to(result.out_dir).as_posix() for p in result.out_dir.rglob("*.mp4"))
+    assert videos == ["videos/metaworld-button-press-v3_0/eval_episode_0.mp4", "videos/reach-v3_0/eval_episode_0.mp4"]
+    frames = iio.imread(result.out_dir / videos[1], index=None)
+    assert frames.shape[1:] == (480, 480, 3) and len(frames) == 13  # reset + 12 steps
+    reader = imageio_ffmpeg.read_frames(str(result.out_dir / videos[1]))
+    meta = next(reader)
+    reader.close()
+    assert meta["fps"] == pytest.approx(80)  # Meta-World's control rate
+    assert result.metrics["task_descriptions"] == {"reach-v3_0": "Reach a goal position",
+                                                   "metaworld-button-press-v3_0": "Press a button"}
+    assert not list(result.out_dir.rglob(".*partial*"))
+
+
+def test_refuses_an_output_dir_with_results(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "episodes.jsonl").write_text('{"x": 1}\n')
+    with pytest.raises(ConfigError, match="already holds results"):
+        run(write_spec(tmp_path), out)
+
+
+@pytest.mark.slow
+def test_library_use_from_a_script_without_main_guard(tmp_path):
+    """Workers never re-run the caller's script (multiprocessing would, and fail without a main guard)."""
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, task="reach-v3", n=2)
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from runner.engine import RunOptions, evaluate\n"
+        "from runner.spec import load_spec\n"
+        f"result = evaluate(load_spec({str(spec)!r}), Path({str(tmp_path / 'out')!r}), "
+        "RunOptions(batch_size=2, progress=False))\n"
+        "print('episodes', len(result.records), 'processes', result.processes)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "episodes 2 processes True" in proc.stdout

@@ -1,0 +1,52 @@
+"""`runner list`: the tasks of a spec with their natural-language text."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.cli.main import main_inner
+from runner.spec import catalog
+
+
+def listed(capsys, *args: str) -> list[str]:
+    assert main_inner(["list", *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_metaworld_lists_50_tasks_with_text(capsys, repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    lines = listed(capsys, "specs/metaworld.yaml")
+    tasks = [line for line in lines if line.startswith("  mt50_")]
+    assert len(tasks) == 50
+    for line, (name, (text, _)) in zip(tasks, catalog.METAWORLD_TASKS.items(), strict=True):
+        assert name in line and line.endswith(text)
+
+
+def test_groups_and_overrides(capsys, repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    lines = listed(capsys, "specs/metaworld.yaml", "--set", "env.task=easy,metaworld-push-v3")
+    assert sum(line.startswith("  easy_") for line in lines) == 28
+    assert any(line.startswith("  metaworld-push-v3_0") and "Push the puck to a goal" in line for line in lines)
+
+
+def test_names_only(capsys, repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    lines = listed(capsys, "specs/metaworld.yaml", "--names-only")
+    assert lines[0].startswith("metaworld:") and not any("_0 " in line for line in lines)
+
+
+def test_gym_spec(capsys, tmp_path):
+    spec = tmp_path / "cartpole.yaml"
+    spec.write_text("name: cartpole\nenv: {type: gym, task: CartPole-v1}\npolicy: {type: random}\n")
+    lines = listed(capsys, str(spec))
+    assert any(line.split() == ["gym_0", "CartPole-v1", "CartPole-v1"] for line in lines)
+
+
+@pytest.mark.parametrize("task", ["CartPole-v7"])
+def test_gym_unknown_id_is_a_clear_error(tmp_path, task):
+    from runner.errors import ConfigError
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(f"name: bad\nenv: {{type: gym, task: {task}}}\npolicy: {{type: random}}\n")
+    with pytest.raises(ConfigError, match="did you mean 'CartPole-v1'"):
+        main_inner(["list", str(spec)])

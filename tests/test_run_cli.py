@@ -1,0 +1,179 @@
+"""`runner run` as users run it: a subprocess, with timeouts, Ctrl-C and the clear-error contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.results import validate_outputs
+
+REPO = Path(__file__).resolve().parents[1]
+RUNNER = [sys.executable, "-m", "runner.cli.main"]
+TIMEOUT_S = 180
+
+pytest.importorskip("metaworld")
+
+
+def write_spec(tmp_path: Path, *, task: str = "reach-v3", policy: dict | None = None, n: int = 2,
+               max_steps: int | None = None, env_type: str = "metaworld") -> Path:
+    data = {
+        "name": "t",
+        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
+        "env": {"type": env_type, "task": task, "max_steps": max_steps},
+        "policy": policy or {"type": "scripted"},
+        "eval": {"n_episodes": n, "batch_size": 0, "seed": 1000, "videos": 0},
+    }
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def runner(*args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_documents_seeds_and_examples():
+    out = runner("run", "--help").stdout
+    assert "seed eval.seed + k" in out
+    assert "runner run specs/metaworld.yaml --set policy.type=scripted --set env.task=easy" in out
+    assert "--output-dir" in out and "--batch-size" in out
+
+
+@pytest.mark.slow
+def test_run_prints_per_task_success_and_writes_outputs(tmp_path):
+    out = tmp_path / "out"
+    proc = runner("run", str(REPO / "specs" / "metaworld.yaml"), "--set", "policy.type=scripted",
+                  "--set", "env.task=reach-v3,button-press-v3", "--set", "eval.n_episodes=2",
+                  "--set", "eval.videos=0", "--output-dir", str(out), "--batch-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "reach-v3_0" in proc.stdout and "button-press-v3_0" in proc.stdout and "overall" in proc.stdout
+    assert "4/4" in proc.stdout
+    validate_outputs(out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["policy"] == "scripted" and metrics["n_episodes"] == 4
+
+
+# ── Ctrl-C / SIGTERM ─────────────────────────────────────────────────────────────────────────────────
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        children = {p for p, parent in parents.items() if parent in frontier}
+        found |= children
+        frontier = children
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find worker processes")
+@pytest.mark.parametrize("sig, batch", [(signal.SIGINT, 2), (signal.SIGINT, 1), (signal.SIGTERM, 2)],
+                         ids=["sigint-workers", "sigint-in-process", "sigterm-workers"])
+def test_interrupt_leaves_a_consistent_ledger(tmp_path, sig, batch):
+    out = tmp_path / "out"
+    spec = write_spec(tmp_path, task="reach-v3,push-v3", n=300)
+    proc = subprocess.Popen([*RUNNER, "run", str(spec), "--output-dir", str(out), "--batch-size", str(batch)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ledger = out / "episodes.jsonl"
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if ledger.exists() and len(ledger.read_text().splitlines()) >= 4:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        workers = _descendants(proc.pid)
+        if batch > 1:
+            assert workers, "expected worker processes"
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "interrupted after" in stderr and "Traceback" not in stderr
+    lines = ledger.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line parses
+    keys = [(r["task_group"], r["task_id"], r["episode_index"]) for r in records]
+    assert len(keys) == len(set(keys)) >= 4
+    assert len(records) < 600
+    assert not (out / "eval_info.json").exists()
+    time.sleep(0.5)
+    assert not [pid for pid in workers if _alive(pid)], "worker processes outlived the run"
+
+
+# ── one clear error, never a traceback or a hang ─────────────────────────────────────────────────────
+
+
+ERROR_CASES = {
+    "wrong action shape": ({"type": "python", "path": "tests.policies_for_tests:wrong_shape"}, ["--batch-size", "2"],
+                           4, "returned an action row of shape (3,) (float32); reach-v3 expects shape (4,)"),
+    "policy raises": ({"type": "python", "path": "tests.policies_for_tests:raising"}, ["--batch-size", "2"],
+                      4, "raised in select_action on reach-v3: ValueError: the test policy fails on purpose"),
+    "per-env policy raises in a worker": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                           "kwargs": {"fail": "raise"}}, ["--batch-size", "2"],
+                                          4, "RuntimeError: the per-env test policy fails on purpose"),
+    "worker dies": ({"type": "python", "path": "tests.policies_for_tests:per_env", "kwargs": {"fail": "exit"}},
+                    ["--batch-size", "2"], 4, "exited with code 3"),
+    "wrong shape in process": ({"type": "python", "path": "tests.policies_for_tests:wrong_shape"},
+                               ["--batch-size", "1"], 4, "expects shape (4,)"),
+}
+
+
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+def test_policy_errors_are_one_clear_message(tmp_path, case):
+    policy, args, code, message = ERROR_CASES[case]
+    proc = runner("run", str(write_spec(tmp_path, policy=policy, max_steps=20)), "--output-dir",
+                  str(tmp_path / "out"), "--no-progress", *args)
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("runner: error:")]
+    assert len(error_lines) == 1, proc.stderr
+    assert any(part in error_lines[0] for part in message.split("|")), error_lines[0]
+
+
+@pytest.mark.parametrize("env_type, task, message", [
+    ("metaworld", "pusj-v3", ["unknown Meta-World task or group 'pusj-v3'", "did you mean 'push-v3'?"]),
+    ("gym", "CartPole-v7", ["unknown Gymnasium env id 'CartPole-v7'", "did you mean 'CartPole-v1'?"]),
+])
+def test_unknown_task_is_one_clear_message(tmp_path, env_type, task, message):
+    policy = {"type": "random"}
+    proc = runner("run", str(write_spec(tmp_path, task=task, env_type=env_type, policy=policy)),
+                  "--output-dir", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert all(part in proc.stderr for part in message) and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_gym_benchmark_needs_only_yaml(tmp_path):
+    spec = write_spec(tmp_path, task="CartPole-v1,Pendulum-v1", env_type="gym", policy={"type": "random"}, n=3,
+                      max_steps=50)
+    proc = runner("run", str(spec), "--output-dir", str(tmp_path / "out"), "--batch-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "gym_0" in proc.stdout and "gym_1" in proc.stdout
+    validate_outputs(tmp_path / "out")
