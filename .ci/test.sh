@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The README's test command: set everything up, then run the whole test suite.
-#   core suite:    .venv (Python 3.11) — spec, generate (with the real linters), engine on real Meta-World
+#   core suite:    .venv (Python 3.11) — spec, generate (with the real linters), engine on real Meta-World,
+#                  LIBERO with the offline test assets
 # Exits non-zero on any failure, and when a suite collected no tests (pytest exit 5).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export MUJOCO_GL=egl PYOPENGL_PLATFORM=egl
 
 bash .ci/setup.sh || { echo "test: setup failed" >&2; exit 1; }
+bash .ci/setup-libero.sh || { echo "test: LIBERO setup failed" >&2; exit 1; }
 
 reports=$(mktemp -d)
 status=0
