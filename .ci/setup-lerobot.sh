@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # Versions the parity tests are pinned to: LeRobot pins metaworld 3.0.0, and mujoco 4.x breaks it at reset.
-LEROBOT_REQ="lerobot[metaworld]==0.6.1"
+LEROBOT_REQ="lerobot[metaworld,diffusion]==0.6.1"  # diffusion: a random diffusion policy in the tests
 MUJOCO_REQ="mujoco==3.8.1"
 PROJECT_EXTRAS="metaworld,lerobot,dev"
 
@@ -69,7 +69,7 @@ start=$(date +%s)
 log "upgrading pip"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 log "installing $LEROBOT_REQ $MUJOCO_REQ and the project (editable, extras $PROJECT_EXTRAS)"
-"$venv/bin/python" -m pip install "$LEROBOT_REQ" "$MUJOCO_REQ" -e "$repo_root[$PROJECT_EXTRAS]"
+"$venv/bin/python" -m pip install "$LEROBOT_REQ" "$MUJOCO_REQ" -e "${repo_root}[${PROJECT_EXTRAS}]"
 "$venv/bin/python" -c 'import lerobot, metaworld, mujoco, runner; print("setup-lerobot: lerobot", lerobot.__version__, "| mujoco", mujoco.__version__)'
 stamp_key > "$stamp_file"
 log "done in $(( $(date +%s) - start )) s; venv size $(du -sh "$venv" | cut -f1)"

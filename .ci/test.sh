@@ -2,6 +2,8 @@
 # The README's test command: set everything up, then run the whole test suite.
 #   core suite:    .venv (Python 3.11) — spec, generate (with the real linters), engine on real Meta-World,
 #                  LIBERO with the offline test assets
+#   lerobot suite: .venv-lerobot (Python 3.12, LeRobot 0.6.1) — the LeRobot policy adapter, parity with the
+#                  real lerobot-eval on Meta-World and LIBERO, and the spec tests again on Python 3.12
 # Exits non-zero on any failure, and when a suite collected no tests (pytest exit 5).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +11,8 @@ export MUJOCO_GL=egl PYOPENGL_PLATFORM=egl
 
 bash .ci/setup.sh || { echo "test: setup failed" >&2; exit 1; }
 bash .ci/setup-libero.sh || { echo "test: LIBERO setup failed" >&2; exit 1; }
+bash .ci/setup-lerobot.sh || { echo "test: LeRobot setup failed" >&2; exit 1; }
+bash .ci/setup-libero.sh --lerobot || { echo "test: LIBERO setup for LeRobot failed" >&2; exit 1; }
 
 reports=$(mktemp -d)
 status=0
@@ -23,6 +27,7 @@ run_suite() {  # name, python, pytest args...
 }
 
 run_suite core .venv/bin/python tests --ignore=tests/lerobot
+run_suite lerobot .venv-lerobot/bin/python tests/lerobot tests/test_spec_fixtures.py tests/test_spec_model.py
 
 # One closing line over all suites.
 .venv/bin/python - "$reports" <<'PY'

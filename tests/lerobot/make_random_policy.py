@@ -1,0 +1,100 @@
+"""Build a small, seeded, randomly initialised LeRobot ACT policy, saved offline with its processors.
+
+The directory it writes is what `lerobot-eval --policy.path=DIR` and `runner run --set policy.path=DIR`
+load: `config.json`, `model.safetensors`, `policy_preprocessor.json`, `policy_postprocessor.json` and the
+normaliser stats. Features match LeRobot's Meta-World env (`observation.image` (3, 480, 480),
+`observation.state` (4,), `action` (4,)); `--image-key` names the camera feature differently (e.g.
+`observation.images.camera1`, for the rename_map tests). Normalisation stats are the identity
+(mean 0, std 1), so the saved normaliser steps run but change nothing.
+
+Kinds: `act` (chunk 10; the adapter's per-slot chunk queues), `act-ensemble` (temporal ensembling, a
+new chunk every step) and `diffusion` (2 observation steps, stochastic sampling): the last two take the
+adapter's per-slot-copy path.
+
+    .venv-lerobot/bin/python tests/lerobot/make_random_policy.py OUT_DIR [--kind act] [--image-key KEY] [--seed N]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+IMAGE_SHAPE = (3, 480, 480)
+STATE_DIM = 4
+ACTION_DIM = 4
+CHUNK_SIZE = 10
+
+
+KINDS = ("act", "act-ensemble", "diffusion")
+
+
+def build_random_act(out_dir: str | Path, *, image_key: str = "observation.image", seed: int = 0,
+                     kind: str = "act") -> Path:
+    """Write a random-init policy: ACT (ResNet18 without pretrained weights, dim_model 64, chunk 10), or a
+    small diffusion policy (`kind="diffusion"`)."""
+    import torch
+    from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    out = Path(out_dir)
+    common = dict(
+        device="cpu",
+        input_features={
+            image_key: PolicyFeature(type=FeatureType.VISUAL, shape=IMAGE_SHAPE),
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,)),
+        },
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(ACTION_DIM,))},
+        normalization_mapping={
+            "VISUAL": NormalizationMode.MEAN_STD,
+            "STATE": NormalizationMode.MEAN_STD,
+            "ACTION": NormalizationMode.MEAN_STD,
+        },
+        pretrained_backbone_weights=None,
+        push_to_hub=False,
+    )
+    if kind == "diffusion":
+        from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig as Config
+        from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy as Policy
+        from lerobot.policies.diffusion.processor_diffusion import make_diffusion_pre_post_processors as processors
+
+        config = Config(**common, n_obs_steps=2, horizon=16, n_action_steps=8, down_dims=(32, 64),
+                        diffusion_step_embed_dim=32, spatial_softmax_num_keypoints=8, num_inference_steps=5)
+    else:
+        from lerobot.policies.act.configuration_act import ACTConfig as Config
+        from lerobot.policies.act.modeling_act import ACTPolicy as Policy
+        from lerobot.policies.act.processor_act import make_act_pre_post_processors as processors
+
+        ensemble = kind == "act-ensemble"
+        config = Config(**common, chunk_size=CHUNK_SIZE, n_action_steps=1 if ensemble else CHUNK_SIZE,
+                        temporal_ensemble_coeff=0.01 if ensemble else None, dim_model=64, n_heads=4,
+                        dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False)
+    stats = {
+        image_key: {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)},
+        "observation.state": {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM)},
+        "action": {"mean": torch.zeros(ACTION_DIM), "std": torch.ones(ACTION_DIM)},
+    }
+    torch.manual_seed(seed)
+    policy = Policy(config)
+    policy.eval()
+    preprocessor, postprocessor = processors(config, dataset_stats=stats)
+    policy.save_pretrained(out)
+    preprocessor.save_pretrained(out)
+    postprocessor.save_pretrained(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--image-key", default="observation.image", help="camera feature name the policy expects")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights")
+    parser.add_argument("--kind", choices=KINDS, default="act", help="policy kind (default: act)")
+    args = parser.parse_args(argv)
+    out = build_random_act(args.out_dir, image_key=args.image_key, seed=args.seed, kind=args.kind)
+    print(f"wrote a random {args.kind} policy to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
