@@ -7,12 +7,12 @@ import sys
 from collections.abc import Sequence
 
 from runner import __version__
-from runner.cli import gen_ci, list_cmd, prepare, run, show, validate
+from runner.cli import gen_ci, list_cmd, merge, prepare, run, show, validate
 from runner.cli.common import HelpFormatter
 from runner.errors import RunnerError
 from runner.spec import SpecError
 
-COMMANDS = (validate, list_cmd, show, run, gen_ci, prepare)
+COMMANDS = (validate, list_cmd, show, run, merge, gen_ci, prepare)
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.

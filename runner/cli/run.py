@@ -3,32 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
 from runner.cli.common import HelpFormatter, add_set_option, say
 
 DESCRIPTION = """\
 Evaluate the spec's policy on the spec's benchmark and write the results to the output directory:
-  episodes.jsonl   one line per finished episode, written as it finishes
+  episodes.jsonl   one line per finished episode, written as it finishes (the ledger)
   eval_info.json   per task, per group and overall success (with Wilson 95% intervals), LeRobot's layout
   metrics.json     the CI summary (env, task, policy, pc_success, ..., task_descriptions)
+  run.json         what was run (spec hash, tasks, shard): for resuming and merging
   videos/<group>_<task_id>/eval_episode_<k>.mp4   the first eval.videos episodes of each task
 
 Seeds: episode k of every task uses seed eval.seed + k (env reset and seeded policies), so every
-episode's result is the same whatever the batch size, the number of workers or the order in which
-episodes finish.
+episode's result is the same whatever the batch size, the number of workers, the shard or the order in
+which episodes finish.
 
 Episodes run on eval.batch_size slots (0: auto from the CPUs), each env in its own worker process
-(in this process when the batch size is 1 or eval.use_async_envs is false), never more than one
-simulator per slot. A slot starts another episode as soon as its current one ends (--schedule).
-Ctrl-C stops scheduling, closes the workers and exits with 130; episodes.jsonl then holds every
-episode finished so far.
+(in this process when the batch size is 1 or eval.use_async_envs is false; --isolate forces a process),
+never more than one simulator per slot. A slot starts another episode as soon as its current one ends.
+
+Resume: running the same command again on the same --output-dir skips the finished episodes and runs the
+rest (episodes recorded as errors are tried again); the final eval_info.json and metrics.json are those of
+an uninterrupted run. A changed spec is refused, naming what changed. --resume without --output-dir
+resumes the newest run of this spec under outputs/eval/.
+
+Faults: a worker that crashes (segfault, exit, simulator exception) or hangs past the episode timeout is
+replaced and its episode tried again, up to --max-retries times; then it is recorded as an error (not a
+failure) and the run goes on. Errors are listed in the summary and eval_info.json, and make the exit code
+4 unless --allow-errors. A policy that raises or a missing package stops the run with one message.
+Ctrl-C / SIGTERM: no new episode starts, episodes in flight get 10 s to finish, workers are closed, the
+ledger stays consistent; exit 130 (SIGINT) or 143 (SIGTERM). A second signal stops at once.
+
+Shards: --shard i/N runs item p of the flat plan when p % N == i (round-robin, deterministic); merge the
+shards' directories with `runner merge`. Under `accelerate launch` or `torchrun` (WORLD_SIZE > 1) each
+rank runs shard RANK/WORLD_SIZE into OUTPUT_DIR/shard-<i>-of-<N>/ and rank 0 merges into OUTPUT_DIR:
+  accelerate launch --num_processes 2 -m runner.cli.main run SPEC --output-dir OUT   (GPU machines)
+  accelerate launch --multi_gpu --num_processes 2 -m runner.cli.main run SPEC --output-dir OUT   (CPU only)
+See docs/scaling.md (SLURM arrays, CI matrices).
 
 examples:
   runner run specs/metaworld.yaml --set policy.type=scripted --set env.task=easy --set eval.n_episodes=5
   runner run specs/metaworld.yaml --set policy.type=random --set env.task=push-v3,reach-v3 --batch-size 2
   runner run specs/metaworld.yaml --set policy.type=python --set policy.path=my_policies:make_policy
-  runner run my_gym_benchmark.yaml --output-dir outputs/cartpole
+  runner run my_gym_benchmark.yaml --output-dir outputs/cartpole          # again: resumes
+  runner run specs/libero.yaml --shard 0/4 --output-dir out/shard-0-of-4   # then: runner merge out/shard-*
 """
 
 
@@ -36,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("run", help="run an evaluation", description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("spec", metavar="SPEC", help="the benchmark spec (specs/<name>.yaml)")
     parser.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
-                        help="where results go (default: outputs/eval/<date>/<time>_<name>/)")
+                        help="where results go (default: outputs/eval/<date>/<time>_<name>/); "
+                             "a directory holding this run is resumed")
     parser.add_argument("--batch-size", type=int, default=None, metavar="N",
                         help="envs run at once (overrides eval.batch_size; 0: auto)")
     parser.add_argument("--policy-in-main", action="store_true",
@@ -46,31 +68,188 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="which episode a free slot takes: spread = keep its task, else a task no other slot "
                              "is on (each env built about once; default); task-major = all slots on one task "
                              "at a time (every slot builds every task's env). Results are the same.")
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument("--resume", action="store_true", default=None,
+                        help="require results to resume (without --output-dir: the newest run of this spec "
+                             "under outputs/eval/ with the same spec hash)")
+    resume.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="refuse an output directory that already holds results")
+    parser.add_argument("--shard", default=None, metavar="I/N",
+                        help="run only shard I of N (0-based) of the plan; merge shards with `runner merge`")
+    parser.add_argument("--max-retries", type=int, default=None, metavar="N",
+                        help="extra attempts of an episode whose worker crashed or hung (default: 2)")
     parser.add_argument("--episode-timeout", type=float, default=None, metavar="SECONDS",
-                        help="fail when one episode runs longer than this (default: no limit)")
+                        help="replace a worker that spends longer than this on one episode (env build, reset and "
+                             "steps; not time waiting for a batched policy); default 300 + 2 x max_steps; "
+                             "0: no limit. Worker processes only")
+    parser.add_argument("--isolate", action="store_true",
+                        help="run even a single env in a worker process (crash isolation and timeouts)")
+    parser.add_argument("--allow-errors", action="store_true",
+                        help="exit 0 when some episodes could not be run (they are still reported)")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     add_set_option(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.engine import RunOptions, evaluate
+    from runner.engine import RunOptions
+    from runner.engine.distributed import detect
     from runner.errors import ConfigError
-    from runner.results import default_output_dir, summary_table
+    from runner.results import Shard, default_output_dir
     from runner.spec import load_spec
 
     if args.batch_size is not None and args.batch_size < 0:
         raise ConfigError("--batch-size must be >= 0 (0: auto)")
-    if args.episode_timeout is not None and args.episode_timeout <= 0:
-        raise ConfigError("--episode-timeout must be > 0")
+    if args.episode_timeout is not None and args.episode_timeout < 0:
+        raise ConfigError("--episode-timeout must be >= 0 (0: no limit)")
+    if args.max_retries is not None and args.max_retries < 0:
+        raise ConfigError("--max-retries must be >= 0")
     spec = load_spec(args.spec, args.overrides)
-    out_dir = args.output_dir or default_output_dir(spec.name)
+    shard = Shard.parse(args.shard) if args.shard is not None else None
+    launch = detect() if shard is None else None
+    out_dir = args.output_dir
+    if launch is not None and out_dir is None:
+        raise ConfigError(f"a launch of {launch.world} processes needs --output-dir (every rank must use the same)")
+    if out_dir is None and args.resume:
+        out_dir = _newest_run(spec)
+    out_dir = out_dir or default_output_dir(spec.name)
+    invocation = {"spec": args.spec, "overrides": list(args.overrides)}
+    extra: dict[str, Any] = {} if args.max_retries is None else {"max_retries": args.max_retries}
     options = RunOptions(batch_size=args.batch_size, policy_in_workers=False if args.policy_in_main else None,
-                         episode_timeout_s=args.episode_timeout, schedule=args.schedule, progress=not args.no_progress)
-    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; results in {out_dir}")
-    result = evaluate(spec, out_dir, options)
+                         episode_timeout_s=args.episode_timeout, schedule=args.schedule,
+                         progress=not args.no_progress, shard=shard, resume=args.resume, isolate=args.isolate,
+                         invocation=invocation, **extra)
+    if launch is not None:
+        return _run_launched(spec, out_dir, options, launch, args)
+    where = "" if shard is None else f" (shard {shard})"
+    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
+        f"results in {out_dir}{where}")
+    result = _evaluate(spec, out_dir, options)
+    _report(result)
+    return _exit_code(result.errors, len(result.records), args.allow_errors)
+
+
+def _evaluate(spec: Any, out_dir: Path, options: Any) -> Any:
+    from runner.engine import evaluate
+
+    return evaluate(spec, out_dir, options)
+
+
+def _report(result: Any) -> None:
+    from runner.results import summary_table
+
+    if result.shard is not None:
+        say(f"shard {result.shard}: its part of every task (merge all shards with `runner merge` for the results):")
     say(summary_table(result.eval_info))
+    if result.resumed:
+        say(f"resumed: {result.resumed} episode(s) were already done, {result.ran} ran now")
+    if result.workers_replaced:
+        say(f"{result.workers_replaced} worker(s) were replaced after a crash, a hang or a simulator error")
+    if result.ran == 0:
+        say(f"nothing left to run; results in {result.out_dir}")
+        return
     where = "worker processes" if result.processes else "this process"
     policy_where = "run per env" if result.policy_in_workers else "batched in the main process"
     say(f"batch size {result.batch_size} ({where}; policy {policy_where}); results in {result.out_dir}")
+    if result.shard is not None:
+        say(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
+
+
+def _exit_code(errors: list[Any], total: int, allow_errors: bool) -> int:
+    from runner.errors import EvaluationError
+
+    if errors and not allow_errors:
+        first = errors[0]
+        raise EvaluationError(f"{len(errors)} of {total} episodes could not be run (recorded as errors, not "
+                              f"failures; outputs written): first: {first.task_key} episode {first.episode_index}: "
+                              f"{(first.error or '').strip().splitlines()[-1] if first.error else '?'}; "
+                              "--allow-errors exits 0 anyway, running the same command again retries them")
     return 0
+
+
+def _newest_run(spec: Any) -> Path:
+    """--resume without --output-dir: the newest outputs/eval/*/*_<name> directory of this spec's hash."""
+    from runner.engine import run_identity
+    from runner.errors import ConfigError
+    from runner.results import RunFileError, read_run_file
+    from runner.results.runfile import spec_hash
+
+    wanted = spec_hash(run_identity(spec))
+    candidates = sorted(Path("outputs", "eval").glob(f"*/*_{spec.name}"), reverse=True)  # date/time names sort
+    for candidate in candidates:
+        try:
+            found = read_run_file(candidate)
+        except RunFileError:
+            continue
+        if found is not None and found.hash == wanted and found.shard is None and not found.merged_from:
+            return candidate
+    raise ConfigError(f"--resume: no run of {spec.name!r} with this spec under outputs/eval/ "
+                      f"({len(candidates)} run(s) of that name checked); pass --output-dir")
+
+
+def _run_launched(spec: Any, out_dir: Path, options: Any, launch: Any, args: argparse.Namespace) -> int:
+    """One rank of `accelerate launch` / `torchrun`: run its shard, wait for all, rank 0 merges."""
+    import dataclasses
+
+    from runner.engine.distributed import Group
+    from runner.engine.plan import cpu_count
+    from runner.errors import Interrupted, RunnerError
+
+    shard = launch.shard
+    shard_dir = Path(out_dir) / shard.dirname
+    tag = f"[rank {launch.rank}/{launch.world}]"
+    group = Group(launch, Path(out_dir))
+    options = dataclasses.replace(options, shard=shard, progress=options.progress and launch.rank == 0,
+                                  progress_prefix=f"[runner {shard}]", cpus=launch.cpus(cpu_count()))
+    if launch.rank == 0:
+        say(f"{spec.name}: {launch.world} processes ({group.kind} barrier), one shard each; results in {out_dir}")
+    failure: RunnerError | None = None
+    errors: list[Any] = []
+    total = 0
+    try:
+        result = _evaluate(spec, shard_dir, options)
+        say(f"{tag} shard {shard}: {len(result.records)} episode(s) done "
+            f"({len(result.errors)} error(s)); results in {shard_dir}")
+    except Interrupted:
+        raise  # every rank got the signal; no barrier
+    except RunnerError as exc:
+        failure = exc
+    group.barrier("evaluated")
+    merge_failure: RunnerError | None = None
+    if launch.rank == 0:
+        try:
+            errors, total = _merge_launch(Path(out_dir), launch.world)
+        except RunnerError as exc:
+            merge_failure = exc
+    group.barrier("merged")
+    group.close()
+    if failure is not None and merge_failure is not None:  # rank 0: say both
+        print(f"runner: error: {tag} shard {shard}: {failure}", file=sys.stderr, flush=True)
+        raise merge_failure
+    if failure is not None:
+        tagged = RunnerError(f"{tag} shard {shard}: {failure}")
+        tagged.exit_code = failure.exit_code
+        raise tagged from None
+    if merge_failure is not None:
+        raise merge_failure
+    return _exit_code(errors, total, args.allow_errors) if launch.rank == 0 else 0
+
+
+def _merge_launch(out_dir: Path, world: int) -> tuple[list[Any], int]:
+    from runner.results import Shard, summary_table
+    from runner.results.merge import MergeError, check_output_dir, collect, missing_report, write_merged
+
+    dirs = [out_dir / Shard(i, world).dirname for i in range(world)]
+    present = [d for d in dirs if (d / "run.json").is_file()]
+    if not present:
+        raise MergeError(f"merge: no shard of {out_dir} has results")
+    coverage = collect(present)
+    if coverage.missing:
+        raise MergeError("runner: error: merge: the shards do not cover the plan:\n  "
+                         + "\n  ".join(missing_report(coverage)))
+    check_output_dir(out_dir, coverage)
+    eval_info, _ = write_merged(out_dir, coverage, merged_from=[d.name for d in dirs])
+    say(summary_table(eval_info))
+    say(f"merged {len(dirs)} shards into {out_dir}")
+    errors = [r for r in coverage.records if not r.ok]
+    return errors, len(coverage.records)

@@ -4,6 +4,11 @@ Seeds: episode k of every task uses seed `eval.seed + k` (LeRobot restarts its s
 too). The env is reset with that seed and seeded policies (random) draw from it, so an episode's
 result depends only on (task, k): never on the batch size, the worker that runs it, or what that
 worker ran before.
+
+Shards (`--shard i/N`): the plan is dealt round-robin, item p of the flat task-major plan going to shard
+p % N. Deterministic and independent of everything but the plan; shards differ in size by at most one
+episode, and every shard holds about 1/N of every task's episodes (so each shard builds every task's env,
+and long and short tasks are spread evenly).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from runner.results.runfile import Shard
 from runner.tasks import TaskRef
 
 MAX_AUTO_BATCH = 64  # LeRobot's cap
@@ -43,6 +49,13 @@ def make_plan(tasks: Sequence[TaskRef], *, n_episodes: int, seed: int, videos: i
         for k in range(n_episodes):
             jobs.append(EpisodeJob(task, k, seed + k, limit, video_path(task, k) if k < videos else None))
     return jobs
+
+
+def shard_jobs(jobs: Sequence[EpisodeJob], shard: Shard | None) -> list[EpisodeJob]:
+    """The items of the flat plan that belong to `shard` (all of them for None), in plan order."""
+    if shard is None:
+        return list(jobs)
+    return [job for position, job in enumerate(jobs) if shard.owns(position)]
 
 
 def cpu_count() -> int:

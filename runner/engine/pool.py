@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
 import select
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -63,19 +64,33 @@ class ProcessSlot:
     def _lost_reason(self, what: str) -> str:
         self.process.join(timeout=1.0)
         code = self.process.exitcode
-        status = "is still running" if code is None else f"exited with code {code}"
+        if code is None:
+            status = "is still running"
+        elif code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            status = f"was killed by {name}"
+        else:
+            status = f"exited with code {code}"
         return f"worker {self.index} (pid {self.process.pid}) {status}: {what}"
 
     def lost_reason(self) -> str:
         return self._lost_reason("it died")
 
-    def respawn(self) -> ProcessSlot:
-        """A fresh worker for this slot (same index and config); this one is killed. For fault tolerance."""
-        self.close(graceful=False)
-        return ProcessSlot(self.index, self.config, self.context)
+    def respawn(self, *, kill: bool = False) -> ProcessSlot:
+        """A fresh worker for this slot (same index and config); this one is stopped first (SIGKILL at once
+        with `kill`, for a hung worker). For fault tolerance."""
+        self.close(graceful=False, kill=kill)
+        with _main_module_hidden():
+            return ProcessSlot(self.index, self.config, self.context)
 
-    def close(self, *, graceful: bool = True) -> None:
-        """Ask the worker to close its env and exit; terminate it if it does not (or when not graceful)."""
+    def close(self, *, graceful: bool = True, kill: bool = False) -> None:
+        """Ask the worker to close its env and exit; terminate it if it does not (or when not graceful);
+        `kill`: SIGKILL at once (a hung worker may not answer SIGTERM)."""
+        if kill and self.process.is_alive():
+            self.process.kill()
         if graceful and self.process.is_alive():
             try:
                 self.conn.send((CLOSE, None))
@@ -123,7 +138,12 @@ class InlineSlot:
     def lost_reason(self) -> str:
         return f"in-process slot {self.index} failed"
 
-    def close(self, *, graceful: bool = True) -> None:
+    def reset_env(self) -> None:
+        """Drop the slot's env after a simulator failure (the next episode builds a fresh one)."""
+        with contextlib.suppress(Exception):
+            self.runner.close()
+
+    def close(self, *, graceful: bool = True, kill: bool = False) -> None:
         self.runner.close()
 
 

@@ -11,6 +11,11 @@ handler serves in-process slots):
   any                            ("error", ErrorInfo); the worker stays up until closed. A worker that
                                  cannot start sends one ("error", ...) before any request.
 
+An `ErrorInfo` says whether the failure may be retried: an exception raised by the simulator (env build,
+reset, step, render) may (the engine replaces the worker and runs the episode again, up to a bound); one
+raised by the policy, a missing import, or a runner error (bad config, wrong action shape) may not: the
+same mistake would hit every episode, so the run stops with one message.
+
 "start" builds the task's env when the worker's current env is for another task (closing that one
 first: a worker holds at most one simulator), resets it with `reset(seed=job.seed,
 options={"episode_index": job.index})` and opens the episode's video. Episode semantics follow
@@ -74,13 +79,27 @@ class ErrorInfo:
     user_error: bool  # a RunnerError: shown as it is
     where: str  # "file:line" of the innermost frame
     traceback: str
+    retry: bool = False  # a simulator failure: the episode may be run again on a fresh worker
+    source: str = "env"  # "env" or "policy"
 
     @classmethod
-    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+    def from_exception(cls, exc: BaseException, *, retry: bool = False, source: str = "env") -> ErrorInfo:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        if isinstance(exc, ImportError) and not isinstance(exc, RunnerError):
+            name = f" {exc.name!r}" if exc.name else ""
+            return cls("MissingDependencyError", f"a worker cannot import{name}: {exc}", True, where,
+                       "".join(traceback.format_exception(exc)), False, source)
         return cls(type(exc).__name__, str(exc), isinstance(exc, RunnerError), where,
-                   "".join(traceback.format_exception(exc)))
+                   "".join(traceback.format_exception(exc)), retry and not isinstance(exc, RunnerError), source)
+
+
+class PolicyFailure(Exception):
+    """Wraps an exception raised by the policy inside a worker (never retried)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class EpisodeRunner:
@@ -118,9 +137,12 @@ class EpisodeRunner:
         except Abandoned:
             self._abandon()
             raise
+        except PolicyFailure as exc:
+            self._abandon()
+            return (ERROR, ErrorInfo.from_exception(exc.cause, source="policy"))
         except Exception as exc:
             self._abandon()
-            return (ERROR, ErrorInfo.from_exception(exc))
+            return (ERROR, ErrorInfo.from_exception(exc, retry=True))
 
     def start(self, job: EpisodeJob) -> tuple[str, Any]:
         self._abandon()
@@ -164,11 +186,21 @@ class EpisodeRunner:
         from runner.policies.base import EpisodeStart
 
         space = self.env.action_space
-        self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space))
+        try:
+            self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space))
+        except RunnerError:
+            raise
+        except Exception as exc:
+            raise PolicyFailure(exc) from exc
         expected = tuple(space.shape or ())
         checked = False
         while True:
-            action = self.policy.act(observation)
+            try:
+                action = self.policy.act(observation)
+            except RunnerError:
+                raise
+            except Exception as exc:
+                raise PolicyFailure(exc) from exc
             if not checked:
                 check_action(np.asarray(action), expected, job, batched=False)
                 checked = True

@@ -55,6 +55,10 @@ class EnvAdapter(Protocol):
     def check(self) -> None:
         """Raise `MissingDependencyError` (with install advice) when the simulator is not installed."""
 
+    # Optional: `preflight(env: EnvSpec) -> None`, called in the main process before any output is written or
+    # worker started; raises `MissingDependencyError` / `ConfigError` for anything a run would need and lack
+    # (data files, assets), so a missing dependency never leaves an empty ledger behind.
+
     def tasks(self, env: EnvSpec) -> list[TaskRef]:
         """The tasks `env.task` names (groups expanded, `env.task_ids` applied), with their task text."""
 

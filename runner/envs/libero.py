@@ -76,6 +76,11 @@ class LiberoAdapter:
             if importlib.util.find_spec(module) is None:
                 raise MissingDependencyError(f"LIBERO needs the {module!r} package: {INSTALL}")
 
+    def preflight(self, env: EnvSpec) -> None:
+        """Before any output is written: the packages, the options and the assets (never downloaded here)."""
+        self.check()
+        find_assets(options(env)["assets_dir"])
+
     def tasks(self, env: EnvSpec) -> list[TaskRef]:
         self.check()
         suites = _suites()

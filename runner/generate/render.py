@@ -214,9 +214,15 @@ def _job(item: SpecFiles, schedules: Sequence[str]) -> dict[str, Any]:
         condition = "github.event_name != 'schedule'"
         if ci.schedule:
             condition += f" || github.event.schedule == '{quoting.cron(ci.schedule)}'"
+    job_id = quoting.name(spec.name)
     return {
-        "id": quoting.name(spec.name),
+        "id": job_id,
         "name": f"{spec.name}: build image, runner run {item.path}",
+        "shards": ci.shards,
+        "shard_list": list(range(ci.shards)),
+        "merge_id": f"{job_id}-merge",
+        "merge_name": f"{spec.name}: runner merge of the {ci.shards} shards",
+        "python": spec.install.python,
         "spec_path": item.path,
         "dockerfile": dockerfile_path(spec),
         "runs_on_group": runs_on.get("group") if hasattr(runs_on, "get") else None,

@@ -25,6 +25,7 @@ from runner.results.outputs import (
 )
 from runner.results.records import ERROR, OK, EpisodeRecord
 from runner.results.report import Progress, summary_table
+from runner.results.runfile import RUN_NAME, RunFile, RunFileError, Shard, read_run_file, spec_changes, write_run_file
 from runner.results.video import VideoWriter
 
 __all__ = [
@@ -39,6 +40,10 @@ __all__ = [
     "LedgerContents",
     "LedgerError",
     "OutputValidationError",
+    "RUN_NAME",
+    "RunFile",
+    "RunFileError",
+    "Shard",
     "Progress",
     "VideoWriter",
     "build_eval_info",
@@ -48,6 +53,8 @@ __all__ = [
     "merge_records",
     "missing_episodes",
     "read_ledger",
+    "read_run_file",
+    "spec_changes",
     "strip_timings",
     "summary_table",
     "validate_outputs",
@@ -55,4 +62,5 @@ __all__ = [
     "wilson_interval",
     "write_json_atomic",
     "write_outputs",
+    "write_run_file",
 ]

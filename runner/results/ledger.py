@@ -7,6 +7,7 @@ before the last line is corruption and is refused with `file:line`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -126,13 +127,14 @@ class Ledger:
     def __init__(self, path: Path, *, fsync: bool = True) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        self._fd: int | None = None
         self.existing = LedgerContents(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.exists() and self.path.stat().st_size > 0:
                 self.existing = load_ledger(self.path)
                 self._repair_tail(self.existing)
-            self._file = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise LedgerError(f"{self.path}: cannot open the ledger for writing: {exc.strerror or exc}") from None
 
@@ -149,21 +151,33 @@ class Ledger:
             f.flush()
             os.fsync(f.fileno())
 
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
     def append(self, record: EpisodeRecord) -> None:
-        if self._file.closed:
+        """Write one line, unbuffered, then fsync. A failed write (disk full, file too large) is undone:
+        the file is cut back to its previous end, so the ledger never holds half a record."""
+        if self._fd is None:
             raise ValueError(f"{self.path}: ledger is closed")
-        line = json.dumps(record.to_json(), allow_nan=False, ensure_ascii=False) + "\n"
+        data = (json.dumps(record.to_json(), allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+        start = os.fstat(self._fd).st_size
         try:
-            self._file.write(line)
-            self._file.flush()
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
             if self._fsync:
-                os.fsync(self._file.fileno())
+                os.fsync(self._fd)
         except OSError as exc:
+            with contextlib.suppress(OSError):  # if even this fails, a torn last line is tolerated by readers
+                os.ftruncate(self._fd, start)
             raise LedgerError(f"{self.path}: cannot write to the ledger: {exc.strerror or exc}") from None
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def __enter__(self) -> Ledger:
         return self

@@ -51,18 +51,23 @@ def dumps(data: Any) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that `path` holds either its old content or the complete new one, never a mix.
+    """Write JSON so that `path` holds either its old content or the complete new one, never a mix."""
+    write_text_atomic(path, dumps(data))  # serialise first: a ValueError (NaN) leaves nothing behind
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text so that `path` holds either its old content or the complete new one, never a mix.
 
     Temp file in the same directory, fsync, os.replace, then fsync of the directory (best effort).
     """
     path = Path(path)
-    text = dumps(data)  # serialise first: a ValueError (NaN) leaves nothing behind
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from other users and CI artifact readers
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()

@@ -178,6 +178,13 @@ class Progress:
             parts.append(f"ETA {_duration(eta)}")
         return " | ".join(parts)
 
+    def message(self, text: str) -> None:
+        """A line for the user (a warning) that does not break the bar."""
+        if self._bar is not None:
+            self._bar.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream, flush=True)
+
     def _line(self, now: float) -> None:
         print(self.line(), file=self.stream, flush=True)
         self._last_line_t = now

@@ -79,6 +79,7 @@ class CISpec:
     gpu: bool
     shm_size: str
     timeout_minutes: int
+    shards: int
     schedule: str | None
     branches: tuple[str, ...]
     paths: tuple[str, ...]

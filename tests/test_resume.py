@@ -1,0 +1,238 @@
+"""Resume with the real simulator: kill -9 of the whole run at random points, SIGTERM, torn lines, changed specs.
+
+After any interruption, running the same command again finishes the run, and the result is exactly the
+uninterrupted one: the same episode set (no loss, no duplicate), the same per-episode results (timings
+aside), the same eval_info.json and metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runner.results import load_ledger, read_run_file, strip_timings, validate_outputs
+
+pytest.importorskip("metaworld")
+
+REPO = Path(__file__).resolve().parents[1]
+RUNNER = [sys.executable, "-m", "runner.cli.main"]
+N_EPISODES = 12  # per task; two tasks
+TIMEOUT_S = 120
+
+
+def write_spec(tmp_path: Path) -> Path:
+    data = {
+        "name": "t",
+        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
+        "env": {"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 50},
+        "policy": {"type": "random"},
+        "eval": {"n_episodes": N_EPISODES, "batch_size": 2, "seed": 1000, "videos": 0},
+    }
+    directory = tmp_path / "spec"
+    directory.mkdir(exist_ok=True)
+    path = directory / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def command(spec: Path, out: Path | None, *extra: str) -> list[str]:
+    where = ["--output-dir", str(out)] if out is not None else []
+    return [*RUNNER, "run", str(spec), *where, "--no-progress", *extra]
+
+
+def finish(argv: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def episodes(out: Path) -> dict:
+    """Per-episode results without timings; asserts one record per episode (no duplicate)."""
+    records = load_ledger(out / "episodes.jsonl").records
+    keys = [r.key for r in records]
+    assert len(keys) == len(set(keys)), "duplicate episodes in the ledger"
+    return {r.key: r.without_timing() for r in records}
+
+
+def outputs(out: Path) -> tuple[dict, dict]:
+    eval_info = json.loads((out / "eval_info.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    metrics.pop("eval_s")
+    return strip_timings(eval_info), metrics
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, dict, tuple]:
+    tmp = tmp_path_factory.mktemp("reference")
+    spec = write_spec(tmp)
+    out = tmp / "out"
+    proc = finish(command(spec, out))
+    assert proc.returncode == 0, proc.stderr
+    result = episodes(out)
+    assert len(result) == 2 * N_EPISODES
+    return spec, result, outputs(out)
+
+
+def lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def start(argv: list[str], cwd: Path = REPO) -> subprocess.Popen:
+    # Its own session: os.killpg reaches the run, the forkserver and every worker, as a node failure would.
+    return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def kill_group_when(proc: subprocess.Popen, ledger: Path, *, at_lines: int, delay_s: float) -> int:
+    """SIGKILL the run's process group once the ledger has `at_lines` lines (+ `delay_s`); the lines then."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while lines(ledger) < at_lines:
+        assert proc.poll() is None, f"the run ended before the kill point: {proc.stderr.read()}"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    time.sleep(0.2)
+    assert not _group_alive(proc.pid), "processes of the killed run survived"
+    return lines(ledger)
+
+
+def _group_alive(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to check the killed process group")
+def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_run(tmp_path, reference):
+    spec, expected, expected_outputs = reference
+    rng = random.Random(20240611)
+    report = []
+    for trial in range(4):
+        out = tmp_path / f"trial{trial}"
+        ledger = out / "episodes.jsonl"
+        at = 0 if trial == 0 else rng.randint(1, 2 * N_EPISODES - 3)
+        delay = rng.uniform(0.5, 2.5) if trial == 0 else rng.uniform(0.0, 0.2)
+        left = kill_group_when(start(command(spec, out)), ledger, at_lines=at, delay_s=delay)
+        kills = [left]
+        had_run_file = (out / "run.json").exists()
+        if trial == 2:  # the resume is killed too
+            left = kill_group_when(start(command(spec, out)), ledger, at_lines=left + 2, delay_s=0.05)
+            kills.append(left)
+        if trial == 3 and ledger.exists():  # and a torn last line, as a kill in the middle of a write leaves
+            with ledger.open("a") as f:
+                f.write('{"task_group": "reach-v3", "task_id": 0, "task": "rea')
+        proc = finish(command(spec, out))
+        assert proc.returncode == 0, proc.stderr
+        assert episodes(out) == expected, f"trial {trial}"
+        assert outputs(out) == expected_outputs
+        validate_outputs(out)
+        report.append(f"trial {trial}: killed at {kills} of {2 * N_EPISODES} ledger lines (run.json written: "
+                      f"{had_run_file}), resumed to {2 * N_EPISODES}")
+    print("\n".join(report))
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143_and_the_same_command_resumes(tmp_path, reference):
+    spec, expected, expected_outputs = reference
+    out = tmp_path / "out"
+    proc = start(command(spec, out))
+    deadline = time.monotonic() + TIMEOUT_S
+    while lines(out / "episodes.jsonl") < 4:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "interrupted after" in stderr and "(SIGTERM)" in stderr and "Traceback" not in stderr
+    assert "run the same command again to resume" in stderr
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert 4 <= len(records) < 2 * N_EPISODES
+    assert read_run_file(out).state == "interrupted" and not (out / "eval_info.json").exists()
+
+    done = finish(command(spec, out))
+    assert done.returncode == 0, done.stderr
+    assert f"resumed: {len(records)} episode(s) were already done" in done.stdout
+    assert episodes(out) == expected and outputs(out) == expected_outputs
+
+
+@pytest.mark.slow
+def test_resume_flag_finds_the_newest_run_of_the_spec(tmp_path, reference):
+    spec, expected, _ = reference
+    work = tmp_path / "work"
+    work.mkdir()
+    assert finish(command(spec, None, "--resume"), cwd=work).returncode == 2  # nothing to resume yet
+    proc = start(command(spec, None), cwd=work)
+    [out] = _wait_for_default_dir(work, proc)
+    kill_group_when(proc, out / "episodes.jsonl", at_lines=3, delay_s=0.0)
+    done = finish(command(spec, None, "--resume"), cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert f"results in {out.relative_to(work)}" in done.stdout
+    assert episodes(out) == expected
+
+
+def _wait_for_default_dir(work: Path, proc: subprocess.Popen) -> list[Path]:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (found := list(work.glob("outputs/eval/*/*_t"))):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    return [found[0].resolve()]
+
+
+def test_a_changed_spec_is_refused_naming_what_changed(tmp_path, reference):
+    spec, _, _ = reference
+    out = tmp_path / "out"
+    out.mkdir()
+    run_json = {"format": 1, "spec_name": "t", "spec_hash": "sha256:0", "state": "interrupted", "shard": None,
+                "n_episodes": N_EPISODES, "tasks": [], "labels": {}, "eval_s": 0.0, "invocation": None,
+                "merged_from": [], "spec": {}}
+    (out / "run.json").write_text(json.dumps(run_json))
+    refused = finish(command(spec, out))
+    assert refused.returncode == 2 and "holds results of another spec" in refused.stderr
+
+    (out / "run.json").unlink()
+    first = finish(command(spec, out, "--set", "eval.n_episodes=1"))
+    assert first.returncode == 0, first.stderr
+    before = (out / "episodes.jsonl").read_bytes()
+    refused = finish(command(spec, out, "--set", "eval.n_episodes=2", "--set", "env.max_steps=40"))
+    assert refused.returncode == 2, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "env.max_steps: 50 -> 40; eval.n_episodes: 1 -> 2" in line and "Traceback" not in line
+    refused = finish(command(spec, out, "--set", "eval.n_episodes=1", "--shard", "0/2"))
+    assert refused.returncode == 2 and "holds the whole plan, not shard 0/2" in refused.stderr
+    refused = finish(command(spec, out, "--set", "eval.n_episodes=1", "--no-resume"))
+    assert refused.returncode == 2 and "already holds results" in refused.stderr
+    assert (out / "episodes.jsonl").read_bytes() == before  # nothing touched
+
+
+def test_a_directory_in_use_is_refused(tmp_path, reference):
+    """Two runs never append to one ledger: the second finds the directory locked (flock) and leaves it."""
+    import fcntl
+
+    spec, _, _ = reference
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".runner.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a run in progress holds it
+        refused = finish(command(spec, out))
+    assert refused.returncode == 2 and "is in use by another `runner run`" in refused.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".runner.lock"]
