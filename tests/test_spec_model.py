@@ -585,3 +585,9 @@ def test_problem_rendering() -> None:
     )
     assert str(Problem(Pos("a.yaml"), "", "no such file")) == "a.yaml: no such file"
     assert str(Problem(Pos("--set x=1"), "x", "unknown key")) == "--set x=1: x: unknown key"
+
+
+def test_local_overrides_are_not_judged_together_with_ci_set(repo_root: Path) -> None:
+    # ci.set narrows metaworld to one task for CI; a local run selecting task ids of a group must still load.
+    spec = load_spec(repo_root / "specs/metaworld.yaml", ["env.task=easy", "env.task_ids=[0, 1]"])
+    assert spec.env.task_ids == (0, 1)
