@@ -135,10 +135,20 @@ def _check_policy(policy: dict[str, Any], env_type: str, add: Callable[..., None
 
 
 def _project_extras() -> tuple[str, ...]:
-    """Extras declared by the installed `runner` distribution (empty when it is not installed)."""
+    """Extras of this project: from the checkout's pyproject.toml (what an image build installs), else the
+    installed `runner` distribution's metadata (which an editable install only refreshes on reinstall)."""
+    import tomllib
     from importlib import metadata
+    from pathlib import Path
 
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     try:
-        return tuple(metadata.metadata("runner").get_all("Provides-Extra") or ())
+        with pyproject.open("rb") as f:
+            extras = tomllib.load(f)["project"]["optional-dependencies"]
+        return tuple(sorted(extras))
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        pass
+    try:
+        return tuple(sorted(metadata.metadata("runner").get_all("Provides-Extra") or ()))
     except metadata.PackageNotFoundError:
         return ()
