@@ -366,39 +366,21 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def _record(job: EpisodeJob, **fields: Any) -> EpisodeRecord:
+    """The ledger line of one planned episode: its identity from the job, the rest from `fields`."""
+    return EpisodeRecord(task_group=job.task.group, task_id=job.task.task_id, task=job.task.name,
+                         episode_index=job.index, seed=job.seed, **fields)
+
+
 def to_record(job: EpisodeJob, result: EpisodeResult) -> EpisodeRecord:
-    return EpisodeRecord(
-        task_group=job.task.group,
-        task_id=job.task.task_id,
-        task=job.task.name,
-        episode_index=job.index,
-        seed=job.seed,
-        steps=result.steps,
-        sum_reward=result.sum_reward,
-        max_reward=result.max_reward,
-        success=result.success,
-        wall_s=result.wall_s,
-        video_path=result.video_path,
-    )
+    return _record(job, steps=result.steps, sum_reward=result.sum_reward, max_reward=result.max_reward,
+                   success=result.success, wall_s=result.wall_s, video_path=result.video_path)
 
 
 def error_record(job: EpisodeJob, reason: str, wall_s: float) -> EpisodeRecord:
     """An episode that could not be run (crash, hang): status "error", not a failure."""
-    return EpisodeRecord(
-        task_group=job.task.group,
-        task_id=job.task.task_id,
-        task=job.task.name,
-        episode_index=job.index,
-        seed=job.seed,
-        steps=0,
-        sum_reward=math.nan,
-        max_reward=math.nan,
-        success=False,
-        wall_s=wall_s,
-        video_path=None,
-        status=ERROR,
-        error=reason,
-    )
+    return _record(job, steps=0, sum_reward=math.nan, max_reward=math.nan, success=False, wall_s=wall_s,
+                   video_path=None, status=ERROR, error=reason)
 
 
 @contextmanager
