@@ -6,7 +6,8 @@ Workload: the `easy` group (28 tasks), Meta-World's scripted experts, 10 episode
 1. Single process, no runner machinery: for each task build the env (runner's Meta-World adapter),
    then for each episode reset with its seed and loop expert action + env.step until done. This is
    the simulator's own cost of the workload: T_single (env builds + resets + steps + expert), of
-   which T_step is the time inside env.step. Imports happen before the clock starts.
+   which T_step is the time inside env.step. Imports and the load of the robot's meshes into MuJoCo's
+   asset cache happen before the clock starts (runner pays both once per run, in its forkserver).
 2. `runner` (`runner.engine.evaluate`) on the same episodes with W workers: the policy inside the
    workers (the default for scripted/random) with both schedules, then the policy batched in the
    main process (the path LeRobot policies take).
@@ -69,6 +70,8 @@ def single_process(spec, tasks, n_episodes: int) -> dict:
     from runner.policies.base import EpisodeStart
     from runner.policies.scripted import ScriptedExpert
 
+    import runner.envs.metaworld_preload  # noqa: F401  (the one-time asset cache load, as in runner's forkserver)
+
     adapter = get_adapter("metaworld")
     steps = 0
     t_step = 0.0
@@ -99,6 +102,37 @@ def single_process(spec, tasks, n_episodes: int) -> dict:
         env.close()
     return {"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu_start, "step_s": t_step,
             "build_s": t_build, "steps": steps, "successes": successes}
+
+
+def _plain_part(index: int, workers: int, overrides: list[str], out: Any) -> None:
+    """One of `workers` plain loops (see `plain_parallel`), in a process of its own."""
+    import gc
+
+    from runner.envs import get_adapter
+    from runner.spec import load_spec
+
+    spec = load_spec(REPO / "specs" / "metaworld.yaml", overrides)
+    tasks = get_adapter("metaworld").tasks(spec.env)[index::workers]
+    gc.freeze()  # as runner's workers
+    out.put(single_process(spec, tasks, spec.eval.n_episodes))
+
+
+def plain_parallel(overrides: list[str], workers: int) -> dict:
+    """The machine's parallel ceiling: `workers` copies of the plain single-process loop side by side, each on
+    every W-th task, forked like runner's workers (forkserver with the simulator and its assets preloaded)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["metaworld", "metaworld.policies", "runner.envs.metaworld_preload"])
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_plain_part, args=(i, workers, overrides, out)) for i in range(workers)]
+    for p in procs:
+        p.start()
+    parts = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return {"wall_s": max(p["wall_s"] for p in parts), "cpu_s": [p["cpu_s"] for p in parts],
+            "steps": sum(p["steps"] for p in parts)}
 
 
 def with_runner(spec, workers: int, policy_in_workers: bool, schedule: str) -> dict:
@@ -150,12 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     warm_run = with_runner(warm, w, True, "spread")
     assert warm_run["processes"] or w == 1
     print(f"start-up, paid once per `runner run`: {time.perf_counter() - t0:.2f} s (forkserver start, importing the "
-          f"simulator in it, {w} workers, {w} episodes)")
+          f"simulator and loading its assets in it, {w} workers, {w} episodes)")
 
     n_eps = len(tasks) * n_episodes
     ratios: dict[str, list[float]] = {}
     for rep in range(args.repeat):
         single = single_process(spec, tasks, n_episodes)
+        plain = plain_parallel(overrides, w) if w > 1 else None
         runs = {f"policy in workers, {s}": with_runner(spec, w, True, s) for s in args.schedule}
         if not args.skip_batched:
             runs["policy batched in main, spread"] = with_runner(spec, w, False, "spread")
@@ -168,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{single['build_s']:.2f} s) = {steps / single['wall_s']:.0f} steps/s")
         print(f"      simulator bound with {w} workers: {bound_s:.2f} s = {steps / bound_s:.0f} steps/s, "
               f"{n_eps / bound_s:.1f} episodes/s (physics only: {physics_bound_s:.2f} s)")
+        if plain is not None:
+            ceiling = bound_s / plain["wall_s"]
+            print(f"      {w} plain loops side by side (no runner; each on a 1/{w} share of the tasks): {plain['wall_s']:.2f} s, "
+                  f"CPU {', '.join(f'{c:.2f}' for c in plain['cpu_s'])} s: {ceiling:.2f} of the bound (the "
+                  f"machine's parallel ceiling)")
+            ratios.setdefault("plain loops side by side (ceiling)", []).append(ceiling)
         for name, run in runs.items():
             if run["steps"] != steps:
                 print(f"      WARNING: {name} ran {run['steps']} steps, the single-process run {steps}")
@@ -180,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             physics_ratio = physics_bound_s / run["wall_s"]
             print(f"        ratio to the bound: {ratio:.2f} end to end, {steady_ratio:.2f} from the first episode's "
                   f"start to the last one's end ({run['steady_s']:.2f} s), physics-only {physics_ratio:.2f}")
+            if plain is not None:
+                print(f"        runner / ceiling: {plain['wall_s'] / run['wall_s']:.2f}")
+                ratios.setdefault(name + " / ceiling", []).append(plain["wall_s"] / run["wall_s"])
             print(f"        CPU {run['cpu_s']:.2f} s (workers {', '.join(f'{c:.2f}' for c in workers)}): CPU ratio "
                   f"{cpu_ratio:.2f} x worker balance {balance:.2f} = {cpu_ratio * balance:.2f} (the wall ratio a "
                   f"machine with {w} free CPUs would show, start-up aside)")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -207,6 +209,24 @@ def test_episode_depends_only_on_its_seed():
     np.testing.assert_array_equal(rollout(used, 7), rollout(fresh, 7))
     assert not np.array_equal(rollout(fresh, 7)[0], rollout(fresh, 8)[0])
 
+
+
+def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
+    """`runner.envs.metaworld_preload` (imported by the worker forkserver) leaves the meshes in MuJoCo's
+    cache, the global NumPy RNG as it was, and loads no GL module that `metaworld` did not already load."""
+    code = (
+        "import sys, numpy as np, mujoco, metaworld\n"
+        "np.random.seed(7); before = np.random.get_state()[1].copy()\n"
+        "gl = {m for m in sys.modules if 'OpenGL' in m or 'egl' in m.lower()}\n"
+        "assert mujoco.mj_getCacheSize(mujoco.mj_getCache()) == 0\n"
+        "import runner.envs.metaworld_preload\n"
+        "assert mujoco.mj_getCacheSize(mujoco.mj_getCache()) > 10_000_000\n"
+        "assert (np.random.get_state()[1] == before).all()\n"
+        "assert {m for m in sys.modules if 'OpenGL' in m or 'egl' in m.lower()} == gl\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "runner.envs.metaworld_preload" in get_adapter("metaworld").preload
 
 # ── Gymnasium ────────────────────────────────────────────────────────────────────────────────────────
 

@@ -41,7 +41,7 @@ INSTALL = "pip install 'runner[metaworld]' (metaworld==3.0.0, mujoco==3.8.1)"
 
 class MetaWorldAdapter:
     name: ClassVar[str] = "metaworld"
-    preload: ClassVar[tuple[str, ...]] = ("metaworld",)
+    preload: ClassVar[tuple[str, ...]] = ("metaworld", "runner.envs.metaworld_preload")
 
     def check(self) -> None:
         for module in ("metaworld", "mujoco"):

@@ -47,7 +47,7 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data: numpy scalars become Python ones, NaN/Infinity become null."""
-        data = dataclasses.asdict(self)
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}  # not asdict: no deep copies
         for name in _INTS:
             data[name] = int(data[name])
         for name in _FLOATS:
@@ -80,3 +80,6 @@ class EpisodeRecord:
 
     # Fields that depend on timing, not on the simulation; ignored when comparing runs.
     TIMING_FIELDS = ("wall_s",)
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(EpisodeRecord))
