@@ -210,7 +210,6 @@ def test_episode_depends_only_on_its_seed():
     assert not np.array_equal(rollout(fresh, 7)[0], rollout(fresh, 8)[0])
 
 
-
 def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
     """`runner.envs.metaworld_preload` (imported by the worker forkserver) leaves the meshes in MuJoCo's
     cache, the global NumPy RNG as it was, and loads no GL module that `metaworld` did not already load."""
@@ -227,6 +226,7 @@ def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "runner.envs.metaworld_preload" in get_adapter("metaworld").preload
+
 
 # ── Gymnasium ────────────────────────────────────────────────────────────────────────────────────────
 
