@@ -8,7 +8,9 @@ Workload: the `easy` group (28 tasks), Meta-World's scripted experts, 10 episode
    the simulator's own cost of the workload: T_single (env builds + resets + steps + expert), of
    which T_step is the time inside env.step. Imports and the load of the robot's meshes into MuJoCo's
    asset cache happen before the clock starts (runner pays both once per run, in its forkserver).
-2. `runner` (`runner.engine.evaluate`) on the same episodes with W workers: the policy inside the
+2. W copies of that loop side by side (W > 1), each on a 1/W share of the tasks, forked like runner's
+   workers, with no runner code: the machine's parallel ceiling for this simulator.
+3. `runner` (`runner.engine.evaluate`) on the same episodes with W workers: the policy inside the
    workers (the default for scripted/random) with both schedules, then the policy batched in the
    main process (the path LeRobot policies take).
 
@@ -16,6 +18,7 @@ Bound = T_single / W (= sum of episode steps x single-process cost per step / W)
 - end to end: bound / wall time of the whole evaluate() call (workers forked, envs built, outputs
   written); importing the simulator in the forkserver is paid once per process and printed apart;
 - throughput: bound / time from the first episode's start to the last one's end;
+- runner / ceiling: wall time of the W plain loops / runner's (runner's own overhead);
 - CPU ratio x balance: (CPU of the single run / CPU of runner, all processes) x (mean / max worker
   CPU). On a machine whose W CPUs are free this is the throughput ratio; on a shared machine the wall
   ratios mostly measure the neighbours, so the script also prints how many CPUs two busy processes
@@ -205,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{n_eps / bound_s:.1f} episodes/s (physics only: {physics_bound_s:.2f} s)")
         if plain is not None:
             ceiling = bound_s / plain["wall_s"]
-            print(f"      {w} plain loops side by side (no runner; each on a 1/{w} share of the tasks): {plain['wall_s']:.2f} s, "
-                  f"CPU {', '.join(f'{c:.2f}' for c in plain['cpu_s'])} s: {ceiling:.2f} of the bound (the "
-                  f"machine's parallel ceiling)")
+            print(f"      {w} plain loops side by side (no runner; each on a 1/{w} share of the tasks): "
+                  f"{plain['wall_s']:.2f} s, CPU {', '.join(f'{c:.2f}' for c in plain['cpu_s'])} s: "
+                  f"{ceiling:.2f} of the bound (the machine's parallel ceiling)")
             ratios.setdefault("plain loops side by side (ceiling)", []).append(ceiling)
         for name, run in runs.items():
             if run["steps"] != steps:

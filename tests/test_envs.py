@@ -227,7 +227,8 @@ def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
     assert done.returncode == 0, done.stderr
     assert "runner.envs.metaworld_preload" in get_adapter("metaworld").preload
     # A failing warm-up must not raise: the forkserver survives only ImportError from its preloads.
-    broken = "from metaworld import env_dict; env_dict.ALL_V3_ENVIRONMENTS = {}\nimport runner.envs.metaworld_preload\n"
+    broken = ("from metaworld import env_dict; env_dict.ALL_V3_ENVIRONMENTS = {}\n"
+              "import runner.envs.metaworld_preload\n")
     done = subprocess.run([sys.executable, "-c", broken], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
