@@ -1,0 +1,34 @@
+"""The benchmark scripts run and report consistent figures (no timing is asserted: see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_throughput_quick_runs_every_measurement_on_the_same_episodes():
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "throughput.py"), "--quick", "--workers", "2",
+         "--schedule", "spread"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "WARNING" not in out  # every runner run made the single process's steps
+    single = re.search(r"single process: (\d+) steps, 16/16 successes", out)
+    assert single, out
+    assert re.search(r"2 plain loops side by side .*: [\d.]+ s, CPU [\d.]+, [\d.]+ s: [\d.]+ of the bound", out), out
+    runs = re.findall(r"runner, (policy .*?): [\d.]+ s = \d+ env steps/s, [\d.]+ episodes/s, (\d+)/(\d+) successes",
+                      out)
+    assert [name for name, *_ in runs] == ["policy in workers, spread", "policy batched in main, spread"], out
+    assert all(ok == total == "16" for _, ok, total in runs), runs
+    ratios = [float(r) for r in re.findall(r"ratio to the bound: ([\d.]+) end to end", out)]
+    assert len(ratios) == 2 and all(0 < r < 2 for r in ratios), out
+    assert len(re.findall(r"runner / ceiling: [\d.]+", out)) == 2, out
