@@ -18,7 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Constant")
 
 
 def write_spec(tmp_path: Path, *, task: str = "push-v3,reach-v3", policy: dict | None = None, n: int = 3,
-               videos: int = 0, max_steps: int | None = None, async_envs: bool = True, name: str = "t") -> Path:
+               videos: int = 0, max_steps: int | None = None, async_envs: bool = True, name: str = "t",
+               schedule: str | None = None) -> Path:
     data = {
         "name": name,
         "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
@@ -26,6 +27,8 @@ def write_spec(tmp_path: Path, *, task: str = "push-v3,reach-v3", policy: dict |
         "policy": policy or {"type": "scripted"},
         "eval": {"n_episodes": n, "batch_size": 0, "use_async_envs": async_envs, "seed": 1000, "videos": videos},
     }
+    if schedule is not None:
+        data["eval"]["schedule"] = schedule
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -161,6 +164,22 @@ def test_spread_schedule_builds_each_task_once(tmp_path):
             tasks.append(event.key[0])
     switches = sum(len(t) for t in by_slot.values())
     assert switches <= 4 + 1  # four tasks, plus at most one slot joining another's task at the end
+
+
+@pytest.mark.slow
+def test_spec_eval_schedule_is_the_default_and_the_option_overrides_it(tmp_path):
+    spec = write_spec(tmp_path, task="reach-v3,push-v3", policy={"type": "random"}, n=4, max_steps=5,
+                      schedule="task-major")
+
+    def started(result) -> list[tuple]:
+        return [e.key for e in sorted(result.trace, key=lambda e: e.start_s)]
+
+    plan_order = [("reach-v3", 0, k) for k in range(4)] + [("push-v3", 0, k) for k in range(4)]
+    task_major = run(spec, tmp_path / "a", batch_size=2)  # eval.schedule: task-major
+    assert started(task_major) == plan_order  # one task at a time, in plan order
+    spread = run(spec, tmp_path / "b", batch_size=2, schedule="spread")
+    assert {key[0] for key in started(spread)[:2]} == {"reach-v3", "push-v3"}  # the two slots on two tasks
+    assert results(spread.records) == results(task_major.records)
 
 
 # ── outputs ──────────────────────────────────────────────────────────────────────────────────────────

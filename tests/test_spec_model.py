@@ -420,8 +420,7 @@ def test_set_on_an_extended_spec(here: Path) -> None:
             ["eval.n_episode=3"],
             [
                 "--set eval.n_episode=3: eval.n_episode: unknown key (known keys: n_episodes, batch_size, "
-                "use_async_envs, "
-                "seed, videos); did you mean 'n_episodes'?"
+                "use_async_envs, seed, videos, schedule); did you mean 'n_episodes'?"
             ],
         ),
         (

@@ -64,10 +64,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy-in-main", action="store_true",
                         help="run per-env policies (scripted, random) in this process, batched across workers, "
                              "instead of inside each worker (slower; the path LeRobot policies always take)")
-    parser.add_argument("--schedule", choices=("spread", "task-major"), default="spread",
-                        help="which episode a free slot takes: spread = keep its task, else a task no other slot "
-                             "is on (each env built about once; default); task-major = all slots on one task "
-                             "at a time (every slot builds every task's env). Results are the same.")
+    parser.add_argument("--schedule", choices=("spread", "task-major"), default=None,
+                        help="which episode a free slot takes (overrides eval.schedule, default spread): spread = "
+                             "keep its task, else a task no other slot is on (each env built about once); "
+                             "task-major = all slots on one task at a time (every slot builds every task's env). "
+                             "Results are the same.")
     resume = parser.add_mutually_exclusive_group()
     resume.add_argument("--resume", action="store_true", default=None,
                         help="require results to resume (without --output-dir: the newest run of this spec "

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ class RunOptions:
     start_method: str | None = None  # multiprocessing start method (default forkserver, else spawn)
     episode_timeout_s: float | None = None  # None: default_episode_timeout(max_steps); 0: no limit
     max_retries: int = DEFAULT_MAX_RETRIES  # extra attempts of an episode whose worker crashed or hung
-    schedule: str = "spread"  # see runner.engine.scheduler.SCHEDULES
+    schedule: str | None = None  # None: the spec's eval.schedule (see runner.engine.scheduler.SCHEDULES)
     progress: bool = True
     shard: Shard | None = None  # run only this shard of the plan (see runner.engine.plan)
     resume: bool | None = None  # None: resume out_dir if it holds this run; True: it must; False: it must not
@@ -147,6 +147,8 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
         raise ConfigError(f"max retries must be >= 0, not {options.max_retries}")
     if options.episode_timeout_s is not None and options.episode_timeout_s < 0:
         raise ConfigError(f"episode timeout must be >= 0 (0: none), not {options.episode_timeout_s}")
+    if options.schedule is None:
+        options = replace(options, schedule=spec.eval.schedule)
     adapter = get_adapter(spec.env.type)
     adapter.check()
     preflight = getattr(adapter, "preflight", None)

@@ -3,7 +3,8 @@
 Every slot runs one episode at a time. When its episode ends, the slot at once starts another
 pending episode (LeRobot instead waits for the whole batch, and for every env of a task, before going
 on). A slot that changes task closes its env before building the next task's, so a run never holds
-more than `batch_size` simulators, one per slot. Which episode a free slot takes (`SCHEDULES`):
+more than `batch_size` simulators, one per slot. Which episode a free slot takes (`SCHEDULES`; the
+spec's `eval.schedule`, or `runner run --schedule`):
 
 - "task-major": the next pending episode in plan order. All slots work on one task; around a task
   boundary the slots that run out move on while the others finish, so two tasks coexist briefly.

@@ -63,6 +63,7 @@ class EvalSpec:
     use_async_envs: bool
     seed: int
     videos: int
+    schedule: str  # "spread" | "task-major" (runner.engine.scheduler.SCHEDULES)
 
 
 @dataclass(frozen=True)
