@@ -6,11 +6,8 @@ Adapter modules import their simulator lazily, so this registry imports nothing 
 
 from __future__ import annotations
 
-import difflib
-import importlib
-
 from runner.envs.base import AGENT_POS, ENV_STATE, OBSERVATION_KEYS, PIXELS, EnvAdapter, TaskEnv
-from runner.errors import ConfigError
+from runner.registry import import_registered
 
 # env.type -> "module:class"
 ADAPTERS: dict[str, str] = {
@@ -22,19 +19,7 @@ ADAPTERS: dict[str, str] = {
 
 def get_adapter(env_type: str) -> EnvAdapter:
     """The adapter for `env.type`; ConfigError for an unknown type."""
-    target = ADAPTERS.get(env_type)
-    if target is None:
-        close = difflib.get_close_matches(env_type, list(ADAPTERS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown env type {env_type!r}{hint} (known: {', '.join(ADAPTERS)})")
-    module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        raise ConfigError(f"env type {env_type!r} has no adapter in this installation "
-                          f"({module_name} is missing)") from None
+    module, class_name = import_registered("env", env_type, ADAPTERS)
     return getattr(module, class_name)()
 
 

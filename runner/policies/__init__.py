@@ -6,11 +6,8 @@ lerobot, simulators) happen lazily inside it.
 
 from __future__ import annotations
 
-import difflib
-import importlib
-
-from runner.errors import ConfigError
 from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy, Policy
+from runner.registry import import_registered
 from runner.spec import EnvSpec, PolicySpec
 
 # policy.type -> module with make()
@@ -24,18 +21,7 @@ ADAPTERS: dict[str, str] = {
 
 def make_policy(policy: PolicySpec, env: EnvSpec) -> Policy:
     """Build the spec's policy (in the main process); ConfigError for an unknown type."""
-    module_name = ADAPTERS.get(policy.type)
-    if module_name is None:
-        close = difflib.get_close_matches(policy.type, list(ADAPTERS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown policy type {policy.type!r}{hint} (known: {', '.join(ADAPTERS)})")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        raise ConfigError(f"policy type {policy.type!r} has no adapter in this installation "
-                          f"({module_name} is missing)") from None
+    module, _ = import_registered("policy", policy.type, ADAPTERS)
     return module.make(policy, env)
 
 
