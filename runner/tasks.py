@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What one run may claim, in a spec (schema/benchmark.schema.json) and in a results file (schema/run.schema.json):
+# bounded so that a plan always fits in memory.
+MAX_EPISODES_PER_TASK = 10_000
+MAX_PLAN_EPISODES = 1_000_000  # tasks x episodes per task
+
 
 @dataclass(frozen=True, order=True)
 class TaskRef:
@@ -23,3 +28,12 @@ class TaskRef:
     @property
     def key(self) -> str:
         return f"{self.group}_{self.task_id}"
+
+
+def plan_size_problem(n_tasks: int, n_episodes: int) -> str | None:
+    """Why a plan of `n_tasks` x `n_episodes` is too large for one run, or None."""
+    total = n_tasks * n_episodes
+    if total <= MAX_PLAN_EPISODES:
+        return None
+    return (f"{n_tasks:,} tasks x {n_episodes:,} episodes = {total:,} episodes; one run holds at most "
+            f"{MAX_PLAN_EPISODES:,} (fewer episodes or tasks, or several specs)")

@@ -184,7 +184,7 @@ def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
         "from runner.cli.main import main\n"
         f"rc = main(['gen-ci', '--check', '--root', {str(REPO)!r}])\n"
         "mods = sorted(m for m in sys.modules if m.startswith('runner.') and sys.modules[m] is not None)\n"
-        "allowed = ('runner.spec', 'runner.generate', 'runner.errors', 'runner.cli')\n"
+        "allowed = ('runner.spec', 'runner.generate', 'runner.errors', 'runner.text', 'runner.tasks', 'runner.cli')\n"
         "bad = [m for m in mods if not m.startswith(allowed)]\n"
         "print(bad)\n"
         "sys.exit(rc or bool(bad))\n"
@@ -200,7 +200,7 @@ def test_generate_imports_only_spec_jinja_and_stdlib() -> None:
             if match and match.group(1).split(".")[0] not in sys.stdlib_module_names | {"__future__"}:
                 assert match.group(1).split(".")[0] in {"jinja2", "runner"}, (path.name, line)
                 if match.group(1).startswith("runner"):
-                    assert match.group(1).startswith(("runner.spec", "runner.generate", "runner.errors")), line
+                    assert match.group(1).startswith(("runner.spec", "runner.generate", "runner.errors", "runner.text")), line
 
 
 # ---------------------------------------------------------------- templates
@@ -495,21 +495,32 @@ def test_free_text_description_is_never_rendered(tmp_path: Path) -> None:
     assert all("curl evil" not in text for text in files.values())
 
 
+@pytest.mark.parametrize("where", ["ci.smoke argv", "ci.set value"])
 @pytest.mark.parametrize("bad, message", [
     ("${{ github.event.issue.title }}", "expression"),
     ("\x1b[31m", "U+001B"),
     ("line\u2028break", "U+2028"),
+    ("admin\u202e\u2066 (bidi)", "U+202E"),
+    ("zero\u200bwidth", "U+200B"),
 ])
-def test_gen_ci_refuses_argv_a_workflow_cannot_hold(bad: str, message: str, tmp_path: Path,
+def test_validate_refuses_what_gen_ci_cannot_render(bad: str, message: str, where: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture) -> None:
     data = pendulum_data()
-    data["ci"]["smoke"] = [{"name": "s", "run": ["echo", bad]}]
+    if where == "ci.smoke argv":
+        data["ci"]["smoke"] = [{"name": "s", "run": ["echo", bad]}]
+    else:
+        data["policy"]["kwargs"] = {"label": "x"}
+        data["ci"]["set"] = {"policy.kwargs.label": bad}
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "pendulum.yaml").write_text(yaml.safe_dump(data, allow_unicode=False))
-    load_spec(tmp_path / "specs" / "pendulum.yaml")  # the schema allows it ...
-    code, out, err = gen_ci(capsys, "--root", str(tmp_path))  # ... gen-ci does not
-    assert code == 2 and message in err and "specs/pendulum.yaml" in err and "Traceback" not in err
+    with pytest.raises(SpecError, match=re.escape(message)) as caught:  # validate refuses it ...
+        load_spec(tmp_path / "specs" / "pendulum.yaml")
+    assert all(bad not in str(p) for p in caught.value.problems)  # echoed escaped, never as it is
+    code, out, err = gen_ci(capsys, "--root", str(tmp_path))  # ... and so does gen-ci, with the same message
+    assert code == 2 and message in err and "specs/pendulum.yaml:" in err and "Traceback" not in err
     assert not (tmp_path / "docker").exists()
+    with pytest.raises(quoting.UnsafeValue, match=re.escape(message)):  # the renderer refuses it on its own too
+        quoting.sh(bad)
 
 
 def hostile_spec():

@@ -12,10 +12,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from runner.spec.textrules import expression_problem, hidden_char_problem
+from runner.text import visible
+
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _PLAIN_YAML_VALUE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
 _DOCKER_ENV_VALUE = re.compile(r"^[A-Za-z0-9_./:,=@+-]*$")
-_EXPRESSION = "${{"
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -25,20 +27,11 @@ class UnsafeValue(ValueError):
 
 
 def check_workflow_text(value: str) -> str:
-    """`value` if it can sit anywhere in a workflow file: YAML-printable, one line, no `${{`."""
-    if _EXPRESSION in value:
-        raise UnsafeValue(f"{value!r} contains '${{{{', which GitHub Actions would evaluate as an expression")
-    for char in value:
-        code = ord(char)
-        printable = (
-            char == "\t"
-            or 0x20 <= code <= 0x7E
-            or (0xA0 <= code <= 0xD7FF and char not in "\u2028\u2029")
-            or (0xE000 <= code <= 0xFFFD and code != 0xFEFF)
-            or code >= 0x10000
-        )
-        if not printable:
-            raise UnsafeValue(f"{value!r} contains the control or line-break character U+{code:04X}")
+    """`value` if it can sit anywhere in a workflow file: no hidden characters (runner.spec.textrules; a tab is
+    allowed), one line, no `${{`."""
+    problem = hidden_char_problem(value) or expression_problem(value)
+    if problem:
+        raise UnsafeValue(f"{visible(repr(value))} {problem}")
     return value
 
 
@@ -57,9 +50,10 @@ def name(value: str) -> str:
 
 
 def comment(value: str) -> str:
-    """Text for the rest of a `#` comment line: one line, no control characters."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F or c in "\u0085\u2028\u2029" for c in value):
-        raise UnsafeValue(f"{value!r} contains a line break or control character")
+    """Text for the rest of a `#` comment line: one line, no hidden characters."""
+    problem = hidden_char_problem(value)
+    if problem or "\t" in value:
+        raise UnsafeValue(f"{visible(repr(value))} {problem or 'contains a tab'}")
     return value
 
 
@@ -113,9 +107,9 @@ def dockerfile_run(argv: Iterable[Any]) -> str:
     if not words:
         raise UnsafeValue("an empty command")
     for word in words:
-        bad = next((c for c in word if (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F), None)
-        if bad is not None:
-            raise UnsafeValue(f"{word!r} contains the control character U+{ord(bad):04X}")
+        problem = hidden_char_problem(word)
+        if problem:
+            raise UnsafeValue(f"{visible(repr(word))} {problem}")
     if all(_SHELL_SAFE.match(word) for word in words):
         return exec_form(words)
     return " ".join(_shell_word(word) for word in words)

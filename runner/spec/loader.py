@@ -12,9 +12,11 @@ from typing import Any
 from runner.spec import schema, semantic
 from runner.spec.model import Spec, build
 from runner.spec.problems import Pos, Problem, SpecError, dotted
-from runner.spec.yamlload import Document, decode, load, read_bytes
+from runner.text import cut
+from runner.spec.yamlload import MAX_DEPTH, Document, decode, load, read_bytes
 
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+MAX_OVERRIDE_ECHO = 120  # characters of a --set override named in messages
 EXTENDS = re.compile(schema.schema()["properties"]["extends"]["pattern"])
 
 
@@ -150,7 +152,7 @@ def _copy_positions(source: Document, target: Document, path: tuple) -> None:
 
 
 def _apply_override(doc: Document, override: str) -> None:
-    origin = f"--set {override}"
+    origin = f"--set {cut(override, MAX_OVERRIDE_ECHO)}"
     key, sep, text = override.partition("=")
     key = key.strip()
     if not sep or not OVERRIDE_KEY.match(key):
@@ -158,6 +160,9 @@ def _apply_override(doc: Document, override: str) -> None:
             [Problem(Pos(origin), "", "expected --set dotted.key=value (value in YAML, e.g. eval.n_episodes=5)")]
         )
     path = tuple(key.split("."))
+    if len(path) > MAX_DEPTH:
+        raise SpecError([Problem(Pos(origin), "", f"the key has {len(path)} parts; a spec is at most {MAX_DEPTH} "
+                                                  "levels deep")])
     try:
         value_doc = load(origin, text, root=path)
     except SpecError as exc:  # positions inside a one-line value add nothing to `--set key=value`

@@ -7,6 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from runner.errors import ConfigError
+from runner.text import cut, escape
+
+MAX_PATH_ECHO = 200  # characters of a dotted key in a message
 
 Path_ = tuple  # a path into the document: keys (str) and list indices (int)
 
@@ -31,9 +34,11 @@ class Problem:
     hint: str | None = None
 
     def __str__(self) -> str:
-        where = f"{self.pos}: {self.path}: " if self.path else f"{self.pos}: "
-        suffix = f"; did you mean {self.hint!r}?" if self.hint else ""
-        return f"{where}{self.message}{suffix}"
+        """One line, whatever the spec holds: hidden characters (line breaks, ESC, bidi controls) escaped."""
+        path = cut(escape(self.path), MAX_PATH_ECHO)
+        where = f"{escape(str(self.pos))}: {path}: " if self.path else f"{escape(str(self.pos))}: "
+        suffix = f"; did you mean {escape(repr(self.hint))}?" if self.hint else ""
+        return f"{where}{escape(self.message)}{suffix}"
 
 
 class SpecError(ConfigError):

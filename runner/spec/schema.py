@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 import re
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import jsonschema
 
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.yamlload import Document
+from runner.text import visible
 
 SCHEMA_FILE = "benchmark.schema.json"
 
@@ -164,7 +166,7 @@ def _explain(error: jsonschema.ValidationError, doc: Document) -> list[Problem]:
         known = f" (known keys: {', '.join(allowed)})" if allowed else ""
         return [
             Problem(
-                doc.key_pos(path + (key,)), dotted(path + (key,)), f"unknown key{known}", did_you_mean(key, allowed)
+                doc.key_pos(path + (key,)), dotted(path + (key,)), _unknown_key(key, known), did_you_mean(key, allowed)
             )
             for key in inst
             if key not in allowed
@@ -232,8 +234,16 @@ def _described(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return visible(json.dumps(value, default=str, ensure_ascii=False), 60)
+
+
+def _unknown_key(key: str, known: str) -> str:
+    """The message for an unknown key, naming a character that only looks like ASCII (keys are ASCII)."""
+    odd = next((c for c in key if not c.isascii()), None)
+    if odd is None:
+        return f"unknown key{known}"
+    name = unicodedata.name(odd, "unnamed")
+    return f"unknown key{known}; it contains the non-ASCII character U+{ord(odd):04X} ({name})"
 
 
 def with_defaults(data: dict[str, Any]) -> dict[str, Any]:

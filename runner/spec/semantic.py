@@ -9,7 +9,9 @@ from typing import Any
 
 from runner.spec import catalog
 from runner.spec.problems import Problem, did_you_mean, dotted
+from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
 from runner.spec.yamlload import Document
+from runner.tasks import plan_size_problem
 
 CI_SET_SECTIONS = ("env", "policy", "eval")
 PYTHON_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,6 +34,38 @@ def _group_size(env_type: str, item: str) -> int | None:
     return None
 
 
+def _check_text(value: Any, path: tuple, doc: Document, problems: list[Problem]) -> None:
+    """Every key and string of the spec against runner.spec.textrules (what gen-ci would refuse)."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            reason = hidden_char_problem(key) if isinstance(key, str) else None
+            if reason:
+                problems.append(Problem(doc.key_pos(path + (key,)), dotted(path + (key,)), f"the key {reason}"))
+            _check_text(sub, path + (key,), doc, problems)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, path + (i,), doc, problems)
+    elif isinstance(value, str):
+        reason = hidden_char_problem(value)
+        if reason is None and path and path[0] in WORKFLOW_SECTIONS:
+            reason = expression_problem(value)
+        if reason:
+            problems.append(Problem(doc.pos(path), dotted(path), reason))
+
+
+def _task_count(env: dict[str, Any]) -> int | None:
+    """How many tasks `env.task` names (None: unknown here, e.g. a misspelled group)."""
+    items = [t for t in env["task"].split(",") if t]
+    if env["type"] not in ("metaworld", "libero"):
+        return len(items)
+    sizes = [_group_size(env["type"], item) for item in items]
+    if None in sizes:
+        return None
+    if env["task_ids"] is not None:
+        return len(items) * len(env["task_ids"])
+    return sum(sizes)  # type: ignore[arg-type]
+
+
 def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collection[str] = ()) -> list[Problem]:
     """Problems in data with defaults filled in; sections named in `skip` (top-level keys that failed the
     schema) and the checks that read them are left out, so the rest is still checked."""
@@ -41,8 +75,8 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
         pos = doc.key_pos(path) if at_key else doc.pos(path)
         problems.append(Problem(pos, dotted(path), message, hint))
 
-    def ok(*sections: str) -> bool:
-        return not any(s in skip for s in sections)
+    def ok(*sections: str) -> bool:  # a section missing here was reported by the schema (e.g. misspelled)
+        return not any(s in skip or s not in data for s in sections)
 
     if ok("name") and source is not None and data["name"] != source.stem:
         add(
@@ -50,6 +84,12 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
         )
     if ok("env"):
         _check_env(data["env"], add)
+    _check_text(data, (), doc, problems)
+    if ok("env", "eval"):
+        n_tasks = _task_count(data["env"])
+        too_many = plan_size_problem(n_tasks, data["eval"]["n_episodes"]) if n_tasks is not None else None
+        if too_many:
+            add(("eval", "n_episodes"), too_many)
     if ok("env", "policy"):
         _check_policy(data["policy"], data["env"]["type"], add)
     if ok("ci"):

@@ -8,6 +8,7 @@ fast); size and depth are limited. Every problem found while converting is repor
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +219,9 @@ class _Converter:
             self.loader.constructed_objects.clear()
         if isinstance(value, float) and value != value:
             self.problem(node.start_mark, path, "NaN is not allowed; write a number")
+        elif isinstance(value, float) and value in (math.inf, -math.inf):
+            # Not JSON: a spec must hash, print as JSON (`runner show`) and reach generated files unchanged.
+            self.problem(node.start_mark, path, "infinity is not allowed; write a number (e.g. 1e9)")
         return value
 
     def _mapping(self, node: yaml.MappingNode, path: tuple, depth: int) -> dict[str, Any]:
