@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class RunnerError(Exception):
     """A user-facing failure: one readable message, no traceback."""
 
     exit_code = 1
+    formatted = False  # True: the message is shown as it is (spec problems), not as `runner: error: ...`
 
 
 class ConfigError(RunnerError):
@@ -34,6 +37,9 @@ class DriftError(RunnerError):
 
 
 class Interrupted(RunnerError):
-    """Stopped by SIGINT/SIGTERM; outputs so far are consistent (exit 130)."""
+    """Stopped by a signal; outputs so far are consistent (exit 128 + the signal: 130 for SIGINT, 143 for SIGTERM)."""
 
-    exit_code = 130
+    def __init__(self, message: str = "interrupted", signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = int(signum)
+        self.exit_code = 128 + self.signum

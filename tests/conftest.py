@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from runner.results import EpisodeRecord, Ledger, RunFile, Shard, write_run_file
+from runner.results.coverage import video_relpath
+from runner.results.runfile import COMPLETE
+from runner.tasks import TaskRef
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
@@ -29,3 +34,47 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+# ── results directories written with runner's own writers (for tests that then tamper with them) ──────────
+
+TASKS = (TaskRef("easy", 0, "reach-v3", "Reach the goal"), TaskRef("easy", 1, "push-v3", "Push the puck"))
+SEED, N, VIDEOS = 1000, 3, 1
+
+
+def identity(n: int = N) -> dict:
+    return {"env": {"type": "metaworld", "task": "easy"}, "policy": {"type": "random"},
+            "eval": {"n_episodes": n, "seed": SEED, "videos": VIDEOS}}
+
+
+def run_file(shard: Shard | None = None, **changes) -> RunFile:
+    fields = dict(spec_name="t", identity=identity(), tasks=TASKS, n_episodes=N,
+                  labels={"env": "metaworld", "task": "easy", "policy": "random"}, shard=shard,
+                  invocation={"spec": "specs/t.yaml", "overrides": []}, state=COMPLETE)
+    fields.update(changes)
+    return RunFile(**fields)
+
+
+def record(of: TaskRef, k: int, **changes) -> EpisodeRecord:
+    fields = dict(task_group=of.group, task_id=of.task_id, task=of.name, episode_index=k, seed=SEED + k,
+                  steps=10, sum_reward=float(k), max_reward=1.0, success=k % 2 == 0, wall_s=0.1,
+                  video_path=video_relpath(of, k) if k < VIDEOS else None)
+    fields.update(changes)
+    return EpisodeRecord(**fields)
+
+
+def write_dir(path: Path, run: RunFile, records: list[EpisodeRecord], *, videos: bool = True) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    write_run_file(path, run)
+    with Ledger(path / "episodes.jsonl", fsync=False) as ledger:
+        for r in records:
+            ledger.append(r)
+            planned = video_relpath(TaskRef(r.task_group, r.task_id, r.task, ""), r.episode_index)
+            if videos and r.video_path == planned:  # a tampered path is named, never written
+                (path / r.video_path).parent.mkdir(parents=True, exist_ok=True)
+                (path / r.video_path).write_bytes(b"not really an mp4")
+    return path
+
+
+def full_records() -> list[EpisodeRecord]:
+    return [record(t, k) for t in TASKS for k in range(N)]

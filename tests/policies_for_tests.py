@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -62,14 +63,18 @@ def raising() -> RaisingBatched:
 
 class PerEnv:
     """Per-env: a seeded random walk; `delay_s` per step in episodes listed in `slow_episodes`;
-    `fail` = "raise" or "exit" makes it raise or kill its worker process at the first step."""
+    `fail` = "raise" or "exit" makes it raise or kill its worker process at the first step, "sys.exit" calls
+    sys.exit(0), "interrupt" raises KeyboardInterrupt, "nan" returns NaN actions; `stuck_while` names an
+    environment variable: while it is set, the slow episodes hang (a policy stuck in a forward pass)."""
 
     observation_keys = ("agent_pos",)
 
-    def __init__(self, delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None) -> None:
+    def __init__(self, delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None,
+                 stuck_while: str | None = None) -> None:
         self.delay_s = delay_s
         self.slow_episodes = set(slow_episodes)
         self.fail = fail
+        self.stuck_while = stuck_while
         self.rng = np.random.default_rng(0)
         self.slow = False
 
@@ -84,10 +89,56 @@ class PerEnv:
             if multiprocessing.current_process().name == "MainProcess":
                 raise RuntimeError("refusing to exit the main process")
             os._exit(3)  # a crash: the worker dies without a word
+        if self.fail == "sys.exit":
+            sys.exit(0)
+        if self.fail == "interrupt":
+            raise KeyboardInterrupt
+        if self.fail == "nan":
+            return np.full(4, np.nan, dtype=np.float32)
+        if self.slow and self.stuck_while and os.environ.get(self.stuck_while):
+            time.sleep(3600)
         if self.slow:
             time.sleep(self.delay_s)
         return self.rng.uniform(-1, 1, size=4).astype(np.float32)
 
 
-def per_env(delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None) -> PerEnv:
-    return PerEnv(delay_s, slow_episodes, fail)
+def per_env(delay_s: float = 0.0, slow_episodes: Sequence[int] = (), fail: str | None = None,
+            stuck_while: str | None = None) -> PerEnv:
+    return PerEnv(delay_s, slow_episodes, fail, stuck_while)
+
+
+class Returns(ZeroBatched):
+    """Batched: returns `value` (a name below) as its actions."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__()
+        self.value = value
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> Any:
+        n = len(slots)
+        return {
+            "nan": np.full((n, 4), np.nan, dtype=np.float32),
+            "inf": np.full((n, 4), np.inf),
+            "ragged": [[0.0, [0.0, 1.0], 0.0, 0.0]] * n,
+            "objects": np.array([object()] * n, dtype=object),
+            "complex": np.zeros((n, 4), dtype=complex),
+            "strings": np.array([["a"] * 4] * n),
+            "none": None,
+        }[self.value]
+
+
+def returns(value: str) -> Returns:
+    if value == "sys.exit":
+        sys.exit(0)  # from the factory itself
+    return Returns(value)
+
+
+class ExitsInSelect(ZeroBatched):
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        sys.exit(3)
+
+
+def exits_in_select() -> ExitsInSelect:
+    return ExitsInSelect()

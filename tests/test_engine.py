@@ -9,7 +9,8 @@ import yaml
 
 from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
 from runner.errors import ConfigError
-from runner.results import read_ledger, validate_outputs, video_relpath
+from runner.results import read_ledger, validate_outputs
+from runner.results.coverage import Plan
 from runner.spec import load_spec
 from runner.tasks import TaskRef
 
@@ -49,7 +50,7 @@ def results(records) -> list[tuple]:
 
 def test_plan_seeds_videos_and_order():
     tasks = [TaskRef("easy", 0, "a-v3", "A"), TaskRef("easy", 1, "b-v3", "B")]
-    jobs = make_plan(tasks, n_episodes=3, seed=100, videos=1, max_steps=lambda t: 7, video_path=video_relpath)
+    jobs = make_plan(Plan(tuple(tasks), n_episodes=3, seed=100, videos=1), max_steps=lambda t: 7)
     assert [(j.task.name, j.index, j.seed) for j in jobs] == [
         ("a-v3", 0, 100), ("a-v3", 1, 101), ("a-v3", 2, 102), ("b-v3", 0, 100), ("b-v3", 1, 101), ("b-v3", 2, 102)]
     assert [j.video_path for j in jobs] == ["videos/easy_0/eval_episode_0.mp4", None, None,

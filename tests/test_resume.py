@@ -206,8 +206,8 @@ def test_a_changed_spec_is_refused_naming_what_changed(tmp_path, reference):
                 "n_episodes": N_EPISODES, "tasks": [], "labels": {}, "eval_s": 0.0, "invocation": None,
                 "merged_from": [], "spec": {}}
     (out / "run.json").write_text(json.dumps(run_json))
-    refused = finish(command(spec, out))
-    assert refused.returncode == 2 and "holds results of another spec" in refused.stderr
+    refused = finish(command(spec, out))  # a run.json that runner did not write is refused, not trusted
+    assert refused.returncode == 2 and "not a valid run file" in refused.stderr and "Traceback" not in refused.stderr
 
     (out / "run.json").unlink()
     first = finish(command(spec, out, "--set", "eval.n_episodes=1"))
@@ -236,3 +236,73 @@ def test_a_directory_in_use_is_refused(tmp_path, reference):
         refused = finish(command(spec, out))
     assert refused.returncode == 2 and "is in use by another `runner run`" in refused.stderr
     assert sorted(p.name for p in out.iterdir()) == [".runner.lock"]
+
+
+def write_stuck_spec(tmp_path: Path, batch: int) -> Path:
+    """4 Meta-World episodes whose episodes 2 and 3 hang in the policy while $RUNNER_TEST_STUCK is set."""
+    policy = {"type": "python", "path": "tests.policies_for_tests:per_env",
+              "kwargs": {"slow_episodes": [2, 3], "stuck_while": "RUNNER_TEST_STUCK"}}
+    data = {
+        "name": "stuck",
+        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
+        "env": {"type": "metaworld", "task": "reach-v3", "max_steps": 30},
+        "policy": policy,
+        "eval": {"n_episodes": 4, "batch_size": batch, "seed": 1000, "videos": 0},
+    }
+    directory = tmp_path / "spec"
+    directory.mkdir(exist_ok=True)
+    path = directory / "stuck.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [2, 1], ids=["worker processes", "in process"])
+def test_sigterm_to_the_process_group_with_the_last_episodes_in_flight_is_interrupted_and_resumes(tmp_path, batch):
+    """How SLURM, `timeout` and systemd stop a job: SIGTERM to every process of the group, workers included,
+    while the last episodes run. Never exit 0 or "complete" with episodes missing; the same command finishes."""
+    spec = write_stuck_spec(tmp_path, batch)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
+    deadline = time.monotonic() + TIMEOUT_S
+    while lines(out / "episodes.jsonl") < 2:  # episodes 0 and 1 are done, 2 and 3 hang
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)  # in process: the stuck episode is abandoned after the 10 s grace
+    assert proc.returncode == 143, stderr
+    assert "interrupted after 2 of 4 episodes (SIGTERM)" in stderr and "Traceback" not in stderr
+    assert read_run_file(out).state == "interrupted" and not (out / "eval_info.json").exists()
+    assert lines(out / "episodes.jsonl") == 2
+
+    done = finish(command(spec, out))  # RUNNER_TEST_STUCK unset: nothing hangs now
+    assert done.returncode == 0, done.stderr
+    assert "resumed: 2 episode(s) were already done, 2 ran now" in done.stdout
+    reference = tmp_path / "reference"
+    assert finish(command(spec, reference)).returncode == 0
+    assert episodes(out) == episodes(reference) and outputs(out) == outputs(reference)
+    assert read_run_file(out).state == "complete"
+    validate_outputs(out)
+
+
+@pytest.mark.slow
+def test_a_second_signal_abandons_a_stuck_in_process_episode_at_once(tmp_path):
+    spec = write_stuck_spec(tmp_path, 1)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
+    deadline = time.monotonic() + TIMEOUT_S
+    while lines(out / "episodes.jsonl") < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None  # the first signal waits for the episode in flight (grace period)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 5  # the second one stops at once
+    assert proc.returncode == 130 and "interrupted after 2 of 4 episodes (SIGINT)" in stderr, stderr
+    assert "Traceback" not in stderr and read_run_file(out).state == "interrupted"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.results import validate_outputs
+from runner.results import read_run_file, validate_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER = [sys.executable, "-m", "runner.cli.main"]
@@ -132,7 +132,7 @@ def test_interrupt_leaves_a_consistent_ledger(tmp_path, sig, batch):
 
 ERROR_CASES = {
     "wrong action shape": ({"type": "python", "path": "tests.policies_for_tests:wrong_shape"}, ["--batch-size", "2"],
-                           4, "returned an action row of shape (3,) (float32); reach-v3 expects shape (4,)"),
+                           4, "returned an action of shape (3,); the env expects shape (4,) (row 0) in reach-v3_0"),
     "policy raises": ({"type": "python", "path": "tests.policies_for_tests:raising"}, ["--batch-size", "2"],
                       4, "raised in select_action on reach-v3: ValueError: the test policy fails on purpose"),
     "per-env policy raises in a worker": ({"type": "python", "path": "tests.policies_for_tests:per_env",
@@ -142,6 +142,40 @@ ERROR_CASES = {
                     ["--batch-size", "2"], 4, "exited with code 3"),
     "wrong shape in process": ({"type": "python", "path": "tests.policies_for_tests:wrong_shape"},
                                ["--batch-size", "1"], 4, "expects shape (4,)"),
+    # Actions outside the env's action space: a policy error, never an ordinary failed episode.
+    **{f"batched policy returns {value}": (
+        {"type": "python", "path": "tests.policies_for_tests:returns", "kwargs": {"value": value}},
+        ["--batch-size", "2"], 4, message) for value, message in [
+            ("nan", "returned a non-finite action (nan at index 0: NaN or infinity) (row 0) in reach-v3_0"),
+            ("inf", "returned a non-finite action (inf at index 0"),
+            ("ragged", "returned actions that are not a number array (a list) for"),
+            ("objects", "returned actions that are not a number array (a ndarray of dtype object)"),
+            ("complex", "that are not a number array (a ndarray of dtype complex128)"),
+            ("strings", "that are not a number array (a ndarray of dtype <U1)"),
+            ("none", "that are not a number array (a NoneType) for"),
+        ]},
+    "per-env policy returns NaN in a worker": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                                "kwargs": {"fail": "nan"}}, ["--batch-size", "2"], 4,
+                                               "returned a non-finite action (nan at index 0"),
+    "per-env policy returns NaN in process": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                               "kwargs": {"fail": "nan"}}, ["--batch-size", "1"], 4,
+                                              "returned a non-finite action (nan at index 0"),
+    # sys.exit() or KeyboardInterrupt in policy code: an error (exit 4), never a quiet exit 0 without results.
+    "policy.path is sys:exit": ({"type": "python", "path": "sys:exit"}, [], 4,
+                                "policy factory 'sys:exit' raised SystemExit"),
+    "factory calls sys.exit": ({"type": "python", "path": "tests.policies_for_tests:returns",
+                                "kwargs": {"value": "sys.exit"}}, [], 4, "raised SystemExit: 0"),
+    "sys.exit in select_action": ({"type": "python", "path": "tests.policies_for_tests:exits_in_select"},
+                                  ["--batch-size", "2"], 4, "raised in select_action on reach-v3: SystemExit: 3"),
+    "sys.exit in a worker's policy": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                       "kwargs": {"fail": "sys.exit"}}, ["--batch-size", "2"], 4,
+                                      "the policy raised SystemExit: 0"),
+    "sys.exit in an in-process policy": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                          "kwargs": {"fail": "sys.exit"}}, ["--batch-size", "1"], 4,
+                                         "the policy raised SystemExit: 0"),
+    "KeyboardInterrupt in a worker's policy": ({"type": "python", "path": "tests.policies_for_tests:per_env",
+                                                "kwargs": {"fail": "interrupt"}}, ["--batch-size", "2"], 4,
+                                               "the policy raised KeyboardInterrupt"),
 }
 
 
@@ -177,3 +211,21 @@ def test_gym_benchmark_needs_only_yaml(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "gym_0" in proc.stdout and "gym_1" in proc.stdout
     validate_outputs(tmp_path / "out")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay_s", [0.15, 0.4, 0.7, 1.0, 1.5])
+def test_ctrl_c_during_start_up_is_one_message(tmp_path, delay_s):
+    """A Ctrl-C reaches the whole process group (runner, its forkserver, its workers) at any point of start-up:
+    importing, loading the spec, starting the forkserver while it imports the simulator, forking workers."""
+    spec = write_spec(tmp_path, policy={"type": "random"}, max_steps=20)
+    proc = subprocess.Popen([*RUNNER, "run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress",
+                             "--batch-size", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    time.sleep(delay_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    # 130, or (a Ctrl-C in the few milliseconds the forkserver is spawned with SIGINT ignored) a complete run
+    assert proc.returncode == 130 or (proc.returncode == 0 and read_run_file(tmp_path / "out").state == "complete")
+    assert stderr.count("runner: ") <= 1 and ("interrupted" in stderr or proc.returncode == 0), stderr

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from runner.cli.main import main
-from runner.engine import RunOptions, evaluate, make_plan, shard_jobs
-from runner.results import Shard, load_ledger, read_run_file, strip_timings, validate_outputs, video_relpath
+from runner.engine import RunOptions, evaluate, make_plan
+from runner.results import Shard, load_ledger, read_run_file, strip_timings, validate_outputs
+from runner.results.coverage import Plan
 from runner.results.runfile import spec_hash
 from runner.spec import load_spec
 from runner.tasks import TaskRef
@@ -94,15 +95,15 @@ def merge(capsys, *args) -> tuple[int, str, str]:
 
 def test_shards_deal_the_plan_round_robin():
     tasks = [TaskRef("g", i, f"t{i}", "") for i in range(3)]
-    plan = make_plan(tasks, n_episodes=7, seed=0, videos=0, max_steps=lambda t: 5, video_path=video_relpath)
+    spec = Plan(tuple(tasks), n_episodes=7, seed=0, videos=0)
+    plan = make_plan(spec, max_steps=lambda t: 5)
     for count in range(1, 6):
-        parts = [shard_jobs(plan, Shard(i, count)) for i in range(count)]
+        parts = [make_plan(spec, lambda t: 5, Shard(i, count)) for i in range(count)]
         assert sorted(j.key for p in parts for j in p) == sorted(j.key for j in plan)  # a partition
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
         for i, part in enumerate(parts):
             assert part == [job for p, job in enumerate(plan) if p % count == i]  # plan order, p % N == i
-            assert part == shard_jobs(plan, Shard(i, count))  # deterministic
-    assert shard_jobs(plan, None) == plan
+            assert part == make_plan(spec, lambda t: 5, Shard(i, count))  # deterministic
 
 
 @pytest.mark.parametrize("text, expected", [("0/1", Shard(0, 1)), ("2/3", Shard(2, 3)), (" 1 / 4 ", Shard(1, 4))])

@@ -37,5 +37,12 @@ def spec_paths(given: list[str]) -> list[Path]:
     return found
 
 
+def output_dir_arg(text: str) -> Path:
+    """An --output-dir value: a non-empty path (an empty one would mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a directory")
+    return Path(text)
+
+
 def say(message: str = "") -> None:
     print(message, file=sys.stdout, flush=True)

@@ -1,4 +1,8 @@
-"""`runner` entry point: `main()` maps errors to exit codes, `main_inner()` raises."""
+"""`runner` entry point: `main()` maps errors to exit codes, `main_inner()` raises.
+
+Only the standard library and runner's leaf modules are imported at the top: the commands (and with them YAML,
+jsonschema, Jinja, NumPy) are imported inside `main()`, so a Ctrl-C during start-up is handled like any other.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from runner import __version__
-from runner.cli import gen_ci, list_cmd, merge, prepare, run, show, validate
-from runner.cli.common import HelpFormatter
 from runner.errors import RunnerError
-from runner.spec import SpecError
+from runner.text import escape
 
-COMMANDS = (validate, list_cmd, show, run, merge, gen_ci, prepare)
+COMMAND_MODULES = ("validate", "list_cmd", "show", "run", "merge", "gen_ci", "prepare")
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.
@@ -26,11 +28,15 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    from runner.cli.common import HelpFormatter
+
     parser = argparse.ArgumentParser(prog="runner", description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"runner {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.add_parser(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"runner.cli.{name}").add_parser(sub)
     return parser
 
 
@@ -40,16 +46,24 @@ def main_inner(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; every error is printed here, once, and mapped to its exit code (never a traceback)."""
     try:
         return main_inner(argv)
     except RunnerError as exc:
-        # Spec problems stay one `path:line:col: key: message` per line, as editors and CI parse them.
-        text = str(exc)
-        print(text if isinstance(exc, SpecError) or "\n" in text else f"runner: error: {text}", file=sys.stderr)
+        print(error_text(exc), file=sys.stderr, flush=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("runner: interrupted", file=sys.stderr)
+        print("runner: interrupted", file=sys.stderr, flush=True)
         return 130
+
+
+def error_text(exc: RunnerError) -> str:
+    """How an error is shown: spec problems one `path:line:col: key: message` per line, as editors and CI parse
+    them; anything else `runner: error: ...`. Hidden characters from the input are escaped (runner.text), line
+    breaks of the message itself kept."""
+    if exc.formatted:
+        return str(exc)  # spec problems: each escaped and on one line already
+    return "runner: error: " + escape(str(exc), keep_newlines=True)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from runner.cli.common import HelpFormatter, add_set_option, say
+from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say
+from runner.spec import load_spec
 
 DESCRIPTION = """\
 Evaluate the spec's policy on the spec's benchmark and write the results to the output directory:
@@ -56,7 +56,7 @@ examples:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("run", help="run an evaluation", description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("spec", metavar="SPEC", help="the benchmark spec (specs/<name>.yaml)")
-    parser.add_argument("--output-dir", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--output-dir", type=output_dir_arg, default=None, metavar="DIR",
                         help="where results go (default: outputs/eval/<date>/<time>_<name>/); "
                              "a directory holding this run is resumed")
     parser.add_argument("--batch-size", type=int, default=None, metavar="N",
@@ -93,18 +93,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.engine import RunOptions
-    from runner.engine.distributed import detect
+    from runner.engine import RunOptions, evaluate
+    from runner.engine.distributed import Group, detect, run_launched
     from runner.errors import ConfigError
-    from runner.results import Shard, default_output_dir
-    from runner.spec import load_spec
+    from runner.results import Shard, default_output_dir, summary_table
 
-    if args.batch_size is not None and args.batch_size < 0:
-        raise ConfigError("--batch-size must be >= 0 (0: auto)")
-    if args.episode_timeout is not None and args.episode_timeout < 0:
-        raise ConfigError("--episode-timeout must be >= 0 (0: no limit)")
-    if args.max_retries is not None and args.max_retries < 0:
-        raise ConfigError("--max-retries must be >= 0")
     spec = load_spec(args.spec, args.overrides)
     shard = Shard.parse(args.shard) if args.shard is not None else None
     launch = detect() if shard is None else None
@@ -113,27 +106,33 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"a launch of {launch.world} processes needs --output-dir (every rank must use the same)")
     if out_dir is None and args.resume:
         out_dir = _newest_run(spec)
+    fresh = out_dir is None  # the default name: created new, never resumed or shared with another run
     out_dir = out_dir or default_output_dir(spec.name)
     invocation = {"spec": args.spec, "overrides": list(args.overrides)}
     extra: dict[str, Any] = {} if args.max_retries is None else {"max_retries": args.max_retries}
     options = RunOptions(batch_size=args.batch_size, policy_in_workers=False if args.policy_in_main else None,
                          episode_timeout_s=args.episode_timeout, schedule=args.schedule,
                          progress=not args.no_progress, shard=shard, resume=args.resume, isolate=args.isolate,
-                         invocation=invocation, **extra)
+                         invocation=invocation, fresh_dir=fresh, **extra)
     if launch is not None:
-        return _run_launched(spec, out_dir, options, launch, args)
+        group = Group(launch, Path(out_dir))
+        if launch.rank == 0:
+            say(f"{spec.name}: {launch.world} processes ({group.kind} barrier), one shard each; results in {out_dir}")
+        outcome = run_launched(spec, Path(out_dir), options, launch, group)
+        result = outcome.result
+        say(f"{outcome.tag} shard {launch.shard}: {len(result.records)} episode(s) done "
+            f"({len(result.errors)} error(s)); results in {outcome.shard_dir}")
+        if outcome.merged is None:
+            return 0
+        say(summary_table(outcome.merged.eval_info))
+        say(f"merged {launch.world} shards into {out_dir}")
+        return _exit_code(outcome.merged.errors, len(outcome.merged.records), args.allow_errors)
     where = "" if shard is None else f" (shard {shard})"
     say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
         f"results in {out_dir}{where}")
-    result = _evaluate(spec, out_dir, options)
+    result = evaluate(spec, Path(out_dir), options)
     _report(result)
     return _exit_code(result.errors, len(result.records), args.allow_errors)
-
-
-def _evaluate(spec: Any, out_dir: Path, options: Any) -> Any:
-    from runner.engine import evaluate
-
-    return evaluate(spec, out_dir, options)
 
 
 def _report(result: Any) -> None:
@@ -161,10 +160,11 @@ def _exit_code(errors: list[Any], total: int, allow_errors: bool) -> int:
 
     if errors and not allow_errors:
         first = errors[0]
+        last_line = (first.error or "").strip().splitlines()[-1] if first.error else "?"
         raise EvaluationError(f"{len(errors)} of {total} episodes could not be run (recorded as errors, not "
                               f"failures; outputs written): first: {first.task_key} episode {first.episode_index}: "
-                              f"{(first.error or '').strip().splitlines()[-1] if first.error else '?'}; "
-                              "--allow-errors exits 0 anyway, running the same command again retries them")
+                              f"{last_line}; --allow-errors exits 0 anyway, running the same command again retries "
+                              "them")
     return 0
 
 
@@ -176,7 +176,7 @@ def _newest_run(spec: Any) -> Path:
     from runner.results.runfile import spec_hash
 
     wanted = spec_hash(run_identity(spec))
-    candidates = sorted(Path("outputs", "eval").glob(f"*/*_{spec.name}"), reverse=True)  # date/time names sort
+    candidates = sorted(Path("outputs", "eval").glob(f"*/*_{spec.name}"), key=_run_dir_order, reverse=True)
     for candidate in candidates:
         try:
             found = read_run_file(candidate)
@@ -188,69 +188,8 @@ def _newest_run(spec: Any) -> Path:
                       f"({len(candidates)} run(s) of that name checked); pass --output-dir")
 
 
-def _run_launched(spec: Any, out_dir: Path, options: Any, launch: Any, args: argparse.Namespace) -> int:
-    """One rank of `accelerate launch` / `torchrun`: run its shard, wait for all, rank 0 merges."""
-    import dataclasses
-
-    from runner.engine.distributed import Group
-    from runner.engine.plan import cpu_count
-    from runner.errors import Interrupted, RunnerError
-
-    shard = launch.shard
-    shard_dir = Path(out_dir) / shard.dirname
-    tag = f"[rank {launch.rank}/{launch.world}]"
-    group = Group(launch, Path(out_dir))
-    options = dataclasses.replace(options, shard=shard, progress=options.progress and launch.rank == 0,
-                                  progress_prefix=f"[runner {shard}]", cpus=launch.cpus(cpu_count()))
-    if launch.rank == 0:
-        say(f"{spec.name}: {launch.world} processes ({group.kind} barrier), one shard each; results in {out_dir}")
-    failure: RunnerError | None = None
-    errors: list[Any] = []
-    total = 0
-    try:
-        result = _evaluate(spec, shard_dir, options)
-        say(f"{tag} shard {shard}: {len(result.records)} episode(s) done "
-            f"({len(result.errors)} error(s)); results in {shard_dir}")
-    except Interrupted:
-        raise  # every rank got the signal; no barrier
-    except RunnerError as exc:
-        failure = exc
-    group.barrier("evaluated")
-    merge_failure: RunnerError | None = None
-    if launch.rank == 0:
-        try:
-            errors, total = _merge_launch(Path(out_dir), launch.world)
-        except RunnerError as exc:
-            merge_failure = exc
-    group.barrier("merged")
-    group.close()
-    if failure is not None and merge_failure is not None:  # rank 0: say both
-        print(f"runner: error: {tag} shard {shard}: {failure}", file=sys.stderr, flush=True)
-        raise merge_failure
-    if failure is not None:
-        tagged = RunnerError(f"{tag} shard {shard}: {failure}")
-        tagged.exit_code = failure.exit_code
-        raise tagged from None
-    if merge_failure is not None:
-        raise merge_failure
-    return _exit_code(errors, total, args.allow_errors) if launch.rank == 0 else 0
-
-
-def _merge_launch(out_dir: Path, world: int) -> tuple[list[Any], int]:
-    from runner.results import Shard, summary_table
-    from runner.results.merge import MergeError, check_output_dir, collect, missing_report, write_merged
-
-    dirs = [out_dir / Shard(i, world).dirname for i in range(world)]
-    present = [d for d in dirs if (d / "run.json").is_file()]
-    if not present:
-        raise MergeError(f"merge: no shard of {out_dir} has results")
-    coverage = collect(present)
-    if coverage.missing:
-        raise MergeError("runner: error: merge: the shards do not cover the plan:\n  "
-                         + "\n  ".join(missing_report(coverage)))
-    check_output_dir(out_dir, coverage)
-    eval_info, _ = write_merged(out_dir, coverage, merged_from=[d.name for d in dirs])
-    say(summary_table(eval_info))
-    say(f"merged {len(dirs)} shards into {out_dir}")
-    errors = [r for r in coverage.records if not r.ok]
-    return errors, len(coverage.records)
+def _run_dir_order(path: Path) -> tuple[str, str, int]:
+    """outputs/eval/<date>/<HH-MM-SS>[-<n>]_<name>: by date, time, then n (runs started in the same second)."""
+    parts = path.name.partition("_")[0].split("-")
+    n = int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else 1
+    return (path.parent.name, "-".join(parts[:3]), n)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.errors import ConfigError
+from runner.errors import ConfigError, Interrupted, RunnerError
 from runner.results import Shard
 
 BARRIER_TIMEOUT = datetime.timedelta(days=7)  # evaluations are long; the launcher handles dead ranks
@@ -143,6 +143,62 @@ class Group:
         expected = {str(r) for r in range(self.launch.world)}
         while not expected <= {p.name for p in directory.iterdir()}:
             time.sleep(POLL_S)
+
+
+class RankFailed(RunnerError):
+    """A rank's shard, or rank 0's merge, failed; the message names the rank (exit code of the first failure)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class LaunchOutcome:
+    """What one rank did: its shard's evaluation, and on rank 0 the merge of every shard."""
+
+    tag: str  # "[rank r/N]"
+    shard_dir: Path
+    result: Any  # runner.engine.EvalResult of this rank's shard
+    merged: Any = None  # rank 0: runner.results.merge.Merged
+
+
+def run_launched(spec: Any, out_dir: Path, options: Any, launch: Launch, group: Group) -> LaunchOutcome:
+    """One rank of `accelerate launch` / `torchrun`: run its shard into `out_dir/shard-<i>-of-<N>`, wait for every
+    rank, and on rank 0 merge them into `out_dir` (runner.results.merge, the same checks as `runner merge`).
+    A failure of this rank's shard or of the merge raises one RankFailed naming both; a signal raises at once."""
+    import dataclasses
+
+    from runner.engine.evaluation import evaluate
+    from runner.engine.plan import cpu_count
+    from runner.results.merge import merge
+
+    shard = launch.shard
+    shard_dir = Path(out_dir) / shard.dirname
+    tag = f"[rank {launch.rank}/{launch.world}]"
+    options = dataclasses.replace(options, shard=shard, progress=options.progress and launch.rank == 0,
+                                  progress_prefix=f"[runner {shard}]", cpus=launch.cpus(cpu_count()))
+    failures: list[tuple[str, RunnerError]] = []
+    result = None
+    try:
+        result = evaluate(spec, shard_dir, options)
+    except Interrupted:
+        raise  # every rank got the signal; no barrier
+    except RunnerError as exc:
+        failures.append((f"{tag} shard {shard}", exc))
+    group.barrier("evaluated")
+    merged = None
+    if launch.rank == 0:
+        dirs = [Path(out_dir) / Shard(i, launch.world).dirname for i in range(launch.world)]
+        try:
+            merged = merge(dirs, Path(out_dir), merged_from=[d.name for d in dirs])
+        except RunnerError as exc:
+            failures.append((tag, exc))  # the message starts with "merge: "
+    group.barrier("merged")
+    group.close()
+    if failures:
+        raise RankFailed("\n".join(f"{where}: {exc}" for where, exc in failures), failures[-1][1].exit_code)
+    return LaunchOutcome(tag, shard_dir, result, merged)
 
 
 def _accelerate_available() -> bool:

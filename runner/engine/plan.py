@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from runner.errors import ConfigError
+from runner.results.coverage import Plan
 from runner.results.runfile import Shard
-from runner.tasks import TaskRef
+from runner.tasks import TaskRef, plan_size_problem
 
 MAX_AUTO_BATCH = 64  # LeRobot's cap
 
@@ -40,22 +42,21 @@ class EpisodeJob:
         return f"{self.task.key} ({self.task.name}) episode {self.index} (seed {self.seed})"
 
 
-def make_plan(tasks: Sequence[TaskRef], *, n_episodes: int, seed: int, videos: int,
-              max_steps: Callable[[TaskRef], int], video_path: Callable[[TaskRef, int], str]) -> list[EpisodeJob]:
-    """Task-major order: all episodes of the first task, then the next task's, ..."""
+def make_plan(plan: Plan, max_steps: Callable[[TaskRef], int], shard: Shard | None = None) -> list[EpisodeJob]:
+    """The jobs of `plan` in task-major order: all episodes of the first task, then the next task's, ...; with
+    `shard`, only that shard's (the whole plan is never held in memory). ConfigError for a plan too large."""
+    too_many = plan_size_problem(len(plan.tasks), plan.n_episodes)
+    if too_many:
+        raise ConfigError(f"the plan is too large: {too_many}")
     jobs = []
-    for task in tasks:
+    position = 0
+    for task in plan.tasks:
         limit = max_steps(task)
-        for k in range(n_episodes):
-            jobs.append(EpisodeJob(task, k, seed + k, limit, video_path(task, k) if k < videos else None))
+        for k in range(plan.n_episodes):
+            if shard is None or shard.owns(position):
+                jobs.append(EpisodeJob(task, k, plan.seed + k, limit, plan.video_path(task, k)))
+            position += 1
     return jobs
-
-
-def shard_jobs(jobs: Sequence[EpisodeJob], shard: Shard | None) -> list[EpisodeJob]:
-    """The items of the flat plan that belong to `shard` (all of them for None), in plan order."""
-    if shard is None:
-        return list(jobs)
-    return [job for position, job in enumerate(jobs) if shard.owns(position)]
 
 
 def cpu_count() -> int:

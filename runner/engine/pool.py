@@ -13,10 +13,12 @@ import multiprocessing.connection
 import select
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from runner.engine.worker import CLOSE, CLOSED, EpisodeRunner, WorkerConfig, worker_main
+from runner.errors import EvaluationError
 
 CLOSE_TIMEOUT_S = 5.0
 
@@ -40,8 +42,13 @@ class ProcessSlot:
         self.conn, child = context.Pipe(duplex=True)
         self.process = context.Process(target=worker_main, args=(child, config, index),
                                        name=f"runner-worker-{index}", daemon=True)
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except (EOFError, OSError) as exc:  # e.g. the forkserver died (a signal to the process group)
+            self.conn.close()
+            raise EvaluationError(f"cannot start worker process {index}: {type(exc).__name__}: {exc}") from None
+        finally:
+            child.close()
 
     def send(self, command: str, payload: Any) -> None:
         try:
@@ -163,6 +170,7 @@ def open_slots(n: int, config: WorkerConfig, *, processes: bool, method: str | N
             context = mp.get_context(method or start_method())
             if context.get_start_method() == "forkserver":
                 context.set_forkserver_preload(["runner.engine.worker", *preload])
+                _start_forkserver()
             with _main_module_hidden():
                 for i in range(n):
                     slots.append(ProcessSlot(i, config, context))
@@ -173,6 +181,24 @@ def open_slots(n: int, config: WorkerConfig, *, processes: bool, method: str | N
         close_slots(slots, graceful=False)
         raise
     return slots
+
+
+def _start_forkserver() -> None:
+    """Start the forkserver (if it is not running) with SIGINT ignored: that disposition survives exec, so a
+    Ctrl-C meant for this process (it reaches the whole process group) never kills the forkserver while its
+    interpreter starts and imports the simulator (a KeyboardInterrupt traceback), nor the workers it forks
+    (which ignore SIGINT anyway). This process ignores SIGINT only for the few milliseconds of the spawn (a
+    Ctrl-C in them is lost, and the next one counts)."""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

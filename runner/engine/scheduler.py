@@ -1,104 +1,54 @@
 """Continuous episode scheduling over slots, with batched policy inference across the active slots.
 
-Every slot runs one episode at a time. When its episode ends, the slot at once starts another
-pending episode (LeRobot instead waits for the whole batch, and for every env of a task, before going
-on). A slot that changes task closes its env before building the next task's, so a run never holds
-more than `batch_size` simulators, one per slot. Which episode a free slot takes (`SCHEDULES`; the
-spec's `eval.schedule`, or `runner run --schedule`):
-
-- "task-major": the next pending episode in plan order. All slots work on one task; around a task
-  boundary the slots that run out move on while the others finish, so two tasks coexist briefly.
-  Every slot builds an env for every task.
-- "spread" (the default): the slot keeps its task while that task has pending episodes; then it
-  takes the first pending task no other slot is on, else joins the task with the most pending
-  episodes per slot. Slots work on different tasks, and each task's env is built about once instead
-  of once per slot: much less env-building when builds are costly (LIBERO: seconds) or episodes per
-  task are few. Still at most `batch_size` simulators, as with "task-major".
-
-Results never depend on the schedule: an episode is decided by its task and seed alone.
+Every slot runs one episode at a time. When its episode ends, the slot at once starts another pending
+episode (LeRobot instead waits for the whole batch, and for every env of a task, before going on). A slot
+that changes task closes its env before building the next task's, so a run never holds more than
+`batch_size` simulators, one per slot. Which episode a free slot takes, and what a failed attempt means,
+are decided by runner.engine.assign (pure functions); this class only moves messages.
 
 Policy in the main process: a step round waits for the slots whose *step* is in flight, then asks
 the policy once for all slots holding an observation (slots still resetting or building an env do
-not hold the round back), and sends each its action. Observations are stacked per group of slots
-with identical observation and action shapes, taken from each episode's first observation (normally
-one group). Policy in the workers: each slot runs whole episodes and only reports results.
+not hold the round back), and sends each its action (checked: runner.engine.actions). Observations are
+stacked per group of slots with identical observation and action shapes, taken from each episode's first
+observation (normally one group). Policy in the workers: each slot runs whole episodes and only reports
+results.
 
 Faults: a worker that dies (EOF on its pipe or its process sentinel: segfault, `os._exit`, OOM kill),
 a worker past its episode's timeout, and an exception raised by the simulator (a retryable `ErrorInfo`)
 all end in `on_worker_lost`: the worker is replaced by a fresh one (an in-process slot drops its env),
 and the episode goes back to the front of its task's queue, up to `max_retries` times; then it is
-reported to `on_error` (recorded with status "error", not as a failure) and the run goes on. Bounded:
-each failure uses one attempt of one episode. When the first `FAIL_FAST_EPISODES` episodes to run out of
-attempts come before any episode succeeded (`fail_fast`: a run with no earlier successes), the setup is
-broken rather than an episode: the run stops. While stopping, a lost worker is not replaced.
+reported to `on_error` (recorded with status "error", not as a failure) and the run goes on. When the
+setup rather than an episode is broken (assign.Attempts.setup_broken) the run stops.
 The timeout counts the time a worker owes a reply (env build, reset, steps; for policies in the workers,
 the whole episode), not the time a slot waits for the batched policy; in-process slots have none.
 
-Stopping (`StopControl`, set by SIGINT/SIGTERM): no new episode starts; episodes in flight may finish
-for `grace_s` seconds (and are recorded), then the rest are abandoned; `Interrupted` is raised.
+Stopping (runner.engine.signals, set by SIGINT/SIGTERM): no new episode starts; episodes in flight may
+finish for `grace_s` seconds (and are recorded), then the rest are abandoned. An episode whose worker dies
+while stopping (a signal to the whole process group reaches the workers too) goes back to the pending
+episodes, never silently away: `run()` returns only when every episode has been recorded, and raises
+`Interrupted` otherwise.
 """
 
 from __future__ import annotations
 
 import select
+import signal
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from runner.engine.actions import ActionSpec, check_batch
+from runner.engine.assign import SCHEDULES, Attempts, Pending, next_task
 from runner.engine.plan import EpisodeJob
 from runner.engine.pool import InlineSlot, Poller, ProcessSlot, Slot, WorkerLost, wait_ready
-from runner.engine.worker import (
-    DONE,
-    ERROR,
-    OBS,
-    START,
-    STARTED,
-    STEP,
-    Abandoned,
-    EpisodeResult,
-    ErrorInfo,
-    check_action,
-)
+from runner.engine.signals import StopControl
+from runner.engine.worker import DONE, ERROR, OBS, START, STARTED, STEP, Abandoned, EpisodeResult, ErrorInfo
 from runner.errors import EvaluationError, Interrupted, RunnerError
 
 POLL_S = 0.25  # how often a blocked wait looks at the stop flag and the timeouts
-SCHEDULES = ("task-major", "spread")
-FAIL_FAST_EPISODES = 3
-STOP_GRACE_S = 10.0
-
-
-class StopControl:
-    """What SIGINT/SIGTERM asked for: the first signal stops scheduling (episodes in flight may finish within
-    `grace_s`), a second one abandons them at once."""
-
-    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
-        self.grace_s = grace_s
-        self.signum: int | None = None
-        self._at: float | None = None
-        self._hard = False
-
-    def request(self, signum: int) -> None:
-        if self._at is None:
-            self.signum, self._at = signum, time.monotonic()
-        else:
-            self._hard = True
-
-    @property
-    def requested(self) -> bool:
-        return self._at is not None
-
-    @property
-    def hard(self) -> bool:
-        """A second signal came: abandon everything at once."""
-        return self._hard
-
-    def abandon(self) -> bool:
-        """Whether episodes in flight must be dropped now."""
-        return self._hard or (self._at is not None and time.monotonic() - self._at > self.grace_s)
 
 
 @dataclass(frozen=True)
@@ -118,7 +68,7 @@ class SlotState:
     request: str | None = None  # START or STEP while a reply is due
     observation: Any = None  # a pending observation, waiting for an action
     has_observation: bool = False
-    action_space: Any = None
+    action_spec: ActionSpec | None = None
     batch_key: Any = None  # observation shapes and action shape: slots with equal keys are batched together
     started_s: float = 0.0
     task: Any = None  # the task of the slot's env (kept between episodes)
@@ -138,9 +88,7 @@ class Scheduler:
         if schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
         self.states = [SlotState(slot) for slot in slots]
-        self.pending: dict[Any, deque[EpisodeJob]] = {}  # task -> its pending episodes, tasks in plan order
-        for job in jobs:
-            self.pending.setdefault(job.task, deque()).append(job)
+        self.pending = Pending(jobs)
         self.schedule = schedule
         self.on_done = on_done
         self.on_error = on_error
@@ -151,12 +99,8 @@ class Scheduler:
             self.timeout_for = episode_timeout_s
         else:
             self.timeout_for = lambda job, limit=float(episode_timeout_s): limit
-        self.max_retries = max_retries
-        self.fail_fast = fail_fast  # False when earlier sessions already had successes (a resume)
+        self.attempts = Attempts(max_retries, fail_fast=fail_fast)
         self.warn = warn or (lambda text: None)
-        self.attempts: dict[tuple[str, int, int], int] = {}
-        self.n_ok = 0
-        self.n_errors = 0
         self.n_replaced = 0  # workers replaced after a failure
         self.trace: list[TraceEvent] = []
         procs = [slot for slot in slots if isinstance(slot, ProcessSlot)]
@@ -167,13 +111,14 @@ class Scheduler:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Run every episode; return when each has been reported to `on_done` or `on_error`."""
         while True:
             if self.stop.requested:
                 idle = all(state.job is None for state in self.states)
                 if idle and not self.pending:
-                    return
+                    return  # everything finished within the grace period
                 if idle or self.stop.abandon():
-                    raise Interrupted("interrupted")
+                    raise self._interrupted()
             else:
                 for state in self.states:
                     if state.job is None and self.pending:
@@ -188,36 +133,17 @@ class Scheduler:
                 if state.request is not None:  # not freed meanwhile by a failure handled in this round
                     self._receive(state)
 
+    def _interrupted(self) -> Interrupted:
+        return Interrupted("interrupted", self.stop.signum or signal.SIGINT)
+
     def next_job(self, state: SlotState) -> EpisodeJob | None:
-        """The episode a free slot runs next (see SCHEDULES), or None when nothing is pending."""
-        task = self._next_task(state)
-        if task is None:
-            return None
-        queue = self.pending[task]
-        job = queue.popleft()
-        if not queue:
-            del self.pending[task]
-        return job
-
-    def requeue(self, job: EpisodeJob) -> None:
-        """Put an episode back at the front of its task's queue (for retries)."""
-        self.pending.setdefault(job.task, deque()).appendleft(job)
-
-    def _next_task(self, state: SlotState) -> Any:
-        if not self.pending:
-            return None
-        if self.schedule == "task-major":
-            return next(iter(self.pending))
-        if state.task in self.pending:
-            return state.task
+        """The episode a free slot runs next (runner.engine.assign), or None when nothing is pending."""
         running: dict[Any, int] = {}
         for other in self.states:
             if other is not state and other.job is not None:
                 running[other.job.task] = running.get(other.job.task, 0) + 1
-        for task in self.pending:
-            if task not in running:
-                return task
-        return max(self.pending, key=lambda t: len(self.pending[t]) / (running.get(t, 0) + 1))
+        task = next_task(self.pending, self.schedule, state.task, running)
+        return None if task is None else self.pending.take(task)
 
     def on_worker_lost(self, state: SlotState, reason: str, *, kill: bool = False) -> None:
         """The slot's worker died, hung or its simulator failed: replace it and retry or record the episode."""
@@ -225,7 +151,9 @@ class Scheduler:
         if self.stop.requested:  # stopping (a SIGTERM to the whole group kills the workers too): no new worker
             if isinstance(slot, ProcessSlot) and self.poller is not None:
                 self.poller.remove(slot)
-            self._free(state)  # the episode is not recorded: a resumed run runs it
+            if state.job is not None:
+                self.pending.put_back(state.job)  # not recorded: run() will not report the run as done
+            self._free(state)
             return
         if isinstance(slot, ProcessSlot):
             if self.poller is not None:
@@ -246,23 +174,21 @@ class Scheduler:
         self._free(state)
         if job is None:
             return
-        attempts = self.attempts[job.key] = self.attempts.get(job.key, 0) + 1
-        total = self.max_retries + 1
-        if attempts < total:
+        verdict = self.attempts.failed(job.key)
+        if verdict.retry:
             self.warn(f"runner: warning: {job.describe()}: {reason}; retrying on a fresh worker "
-                      f"(attempt {attempts + 1} of {total})")
-            self.requeue(job)
+                      f"(attempt {verdict.attempt + 1} of {verdict.total})")
+            self.pending.put_back(job)
             return
-        message = reason if total == 1 else f"{reason} (failed {attempts} attempts)"
+        message = reason if verdict.total == 1 else f"{reason} (failed {verdict.attempt} attempts)"
         self.warn(f"runner: warning: {job.describe()}: {message}; recorded as an error")
-        self.n_errors += 1
         if self.on_error is None:
             raise EvaluationError(f"{message} (while running {job.describe()})")
         self.on_error(job, message, elapsed)
-        if self.fail_fast and self.n_ok == 0 and self.n_errors >= FAIL_FAST_EPISODES:
+        if self.attempts.setup_broken:
             raise EvaluationError(
-                f"the first {self.n_errors} episodes to run all failed and none succeeded, so the setup rather "
-                f"than an episode is broken; stopping. Last failure: {message} ({job.describe()}). They are "
+                f"the first {self.attempts.n_errors} episodes to run all failed and none succeeded, so the setup "
+                f"rather than an episode is broken; stopping. Last failure: {message} ({job.describe()}). They are "
                 "recorded as errors; fix the cause and run the same command again to retry them")
 
     def _free(self, state: SlotState) -> None:
@@ -295,7 +221,7 @@ class Scheduler:
         except WorkerLost as exc:
             self.on_worker_lost(state, str(exc))
         except Abandoned:
-            raise Interrupted("interrupted") from None
+            raise self._interrupted() from None
 
     def _ready(self) -> list[SlotState]:
         busy = [s for s in self.states if s.request is not None]
@@ -351,16 +277,17 @@ class Scheduler:
         if kind == OBS:
             state.observation, state.has_observation = value, True
         elif kind == STARTED:
-            observation, state.action_space = value
+            observation, action_space = value
+            state.action_spec = ActionSpec(action_space)
             state.observation, state.has_observation = observation, True
-            state.batch_key = (_signature(observation), tuple(state.action_space.shape or ()))
+            state.batch_key = (_signature(observation), state.action_spec.shape)
             self._starts.append(state)
         elif kind == DONE:
             job = state.job
             assert job is not None
             self.trace.append(TraceEvent(slot.index, job.key, state.started_s - self._t0,
                                          time.perf_counter() - self._t0))
-            self.n_ok += 1
+            self.attempts.succeeded()
             self.on_done(job, value)
             self._assign(state)
         elif kind == ERROR:
@@ -385,7 +312,7 @@ class Scheduler:
     def _reset_policy(self) -> None:
         from runner.policies.base import EpisodeStart
 
-        starts = [EpisodeStart(s.slot.index, s.job.task, s.job.index, s.job.seed, s.action_space,
+        starts = [EpisodeStart(s.slot.index, s.job.task, s.job.index, s.job.seed, s.action_spec.space,
                                len(self.states))
                   for s in self._starts if s.job is not None]
         self._starts = []
@@ -397,14 +324,8 @@ class Scheduler:
         slots = [s.slot.index for s in group]
         actions = self._call_policy("select_action", lambda: self.policy.select_action(observation, texts, slots),
                                     group[0].job)
-        actions = np.asarray(actions)
-        expected = group[0].batch_key[1]
-        if actions.shape != (len(group), *expected) or actions.dtype.kind not in "biuf":
-            if actions.ndim == 0 or actions.shape[0] != len(group):
-                raise EvaluationError(f"policy {self.policy_name!r} returned actions of shape {actions.shape} for "
-                                      f"{len(group)} envs; expected ({len(group)}, {', '.join(map(str, expected))})")
-            for i, state in enumerate(group):
-                check_action(actions[i], expected, state.job, batched=True)
+        actions = check_batch(actions, [s.action_spec for s in group], lambda i: group[i].job.describe(),
+                              f"policy {self.policy_name!r}")
         for i, state in enumerate(group):
             state.has_observation = False
             state.observation = None
@@ -415,7 +336,7 @@ class Scheduler:
             return call()
         except RunnerError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in policy code ends the run as an error, not with 0
             where = f" on {job.task.name}" if job is not None else ""
             raise EvaluationError(f"policy {self.policy_name!r} raised in {what}{where}: "
                                   f"{type(exc).__name__}: {exc}") from exc
@@ -426,7 +347,9 @@ def worker_error(info: ErrorInfo, job: EpisodeJob | None) -> RunnerError:
     if info.user_error:
         from runner import errors
 
-        cls = getattr(errors, info.kind, EvaluationError)
+        cls = getattr(errors, info.kind, None)
+        if not (isinstance(cls, type) and issubclass(cls, RunnerError)) or cls is errors.Interrupted:
+            cls = EvaluationError
         return cls(info.message)
     where = f" ({info.where})" if info.where else ""
     episode = f" in {job.describe()}" if job is not None else ""

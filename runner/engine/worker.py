@@ -39,8 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from runner.engine.actions import ActionSpec, check_action
 from runner.engine.plan import EpisodeJob
 from runner.errors import RunnerError
 
@@ -103,10 +102,19 @@ class PolicyFailure(Exception):
         self.cause = cause
 
 
-class EpisodeRunner:
-    """Runs episodes on one env at a time (in a worker process, or in the main process)."""
+class Terminated(BaseException):
+    """SIGTERM reached a worker process: unwind (removing an unfinished video) and exit 143. A BaseException
+    that no handler of user code or of this module catches."""
 
-    def __init__(self, config: WorkerConfig, slot: int, should_stop: Callable[[], bool] | None = None) -> None:
+
+class EpisodeRunner:
+    """Runs episodes on one env at a time (in a worker process, or in the main process).
+
+    User code (policy, simulator) that calls sys.exit() -- or, in a worker process, where Ctrl-C is ignored,
+    raises KeyboardInterrupt -- fails its episode like any exception; it never ends the process quietly."""
+
+    def __init__(self, config: WorkerConfig, slot: int, should_stop: Callable[[], bool] | None = None, *,
+                 in_worker: bool = False) -> None:
         from runner.envs import get_adapter
         from runner.spec.model import EnvSpec, build
 
@@ -116,6 +124,9 @@ class EpisodeRunner:
         self.env_spec = build(EnvSpec, config.env)
         self.policy = config.policy_factory() if config.policy_factory is not None else None
         self.should_stop = should_stop
+        # What user code may raise that is not an Exception but must not end this process either.
+        self.user_aborts: tuple[type[BaseException], ...] = (SystemExit, KeyboardInterrupt) if in_worker else (
+            SystemExit,)
         self.env: Any = None
         self.job: EpisodeJob | None = None
         self._rewards: list[float] = []
@@ -143,6 +154,11 @@ class EpisodeRunner:
             return (ERROR, ErrorInfo.from_exception(exc.cause, source="policy"))
         except Exception as exc:
             self._abandon()
+            return (ERROR, ErrorInfo.from_exception(exc, retry=True))
+        except BaseException as exc:
+            self._abandon()
+            if not isinstance(exc, self.user_aborts):
+                raise  # Terminated, or a real Ctrl-C in the main process
             return (ERROR, ErrorInfo.from_exception(exc, retry=True))
 
     def start(self, job: EpisodeJob) -> tuple[str, Any]:
@@ -187,25 +203,22 @@ class EpisodeRunner:
         from runner.policies.base import EpisodeStart
 
         space = self.env.action_space
+        spec = ActionSpec(space)
+        catch = (Exception, *self.user_aborts)
         try:
             self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space))
         except RunnerError:
             raise
-        except Exception as exc:
+        except catch as exc:
             raise PolicyFailure(exc) from exc
-        expected = tuple(space.shape or ())
-        checked = False
         while True:
             try:
                 action = self.policy.act(observation)
             except RunnerError:
                 raise
-            except Exception as exc:
+            except catch as exc:
                 raise PolicyFailure(exc) from exc
-            if not checked:
-                check_action(np.asarray(action), expected, job, batched=False)
-                checked = True
-            kind, value = self.step(action)
+            kind, value = self.step(check_action(action, spec, job.describe()))
             if kind == DONE:
                 return (kind, value)
             observation = value
@@ -249,20 +262,10 @@ class Abandoned(Exception):
     """The main process asked to stop while an in-process episode ran."""
 
 
-def check_action(action: np.ndarray, expected: tuple[int, ...], job: EpisodeJob, *, batched: bool) -> None:
-    """Raise a clear error for an action of the wrong shape or type."""
-    from runner.errors import EvaluationError
-
-    if action.shape != expected or action.dtype.kind not in "biuf":  # bool, int, unsigned, float
-        what = "an action row" if batched else "an action"
-        raise EvaluationError(f"the policy returned {what} of shape {action.shape} ({action.dtype}); "
-                              f"{job.task.name} expects shape {expected} (task {job.describe()})")
-
-
 def worker_main(conn: Any, config: WorkerConfig, slot: int) -> None:
     """Entry point of a worker process: serve messages until "close" or the main process goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwind, so an unfinished video is removed
+    signal.signal(signal.SIGTERM, _terminate)  # unwind, so an unfinished video is removed
     for key, value in config.environ.items():
         os.environ.setdefault(key, value)
     # The heap inherited from the forkserver (simulator modules) never becomes garbage: keep the
@@ -271,13 +274,16 @@ def worker_main(conn: Any, config: WorkerConfig, slot: int) -> None:
     runner = None
     try:
         try:
-            runner = EpisodeRunner(config, slot)
-        except Exception as exc:
+            runner = EpisodeRunner(config, slot, in_worker=True)
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
             conn.send((ERROR, ErrorInfo.from_exception(exc)))
         _serve(conn, runner)
+    except Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
     finally:
         if runner is not None:
-            runner.close()
+            with contextlib.suppress(Exception):
+                runner.close()
 
 
 def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
@@ -300,5 +306,5 @@ def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
             return
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()

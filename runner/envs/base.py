@@ -59,6 +59,9 @@ class EnvAdapter(Protocol):
     # worker started; raises `MissingDependencyError` / `ConfigError` for anything a run would need and lack
     # (data files, assets), so a missing dependency never leaves an empty ledger behind.
 
+    # Optional: `needs_gl(env: EnvSpec, obs_keys, video: bool) -> bool`: whether the run renders with MuJoCo's
+    # OpenGL (images for the policy, or videos); the engine then checks offscreen GL first (runner.envs.gl).
+
     def tasks(self, env: EnvSpec) -> list[TaskRef]:
         """The tasks `env.task` names (groups expanded, `env.task_ids` applied), with their task text."""
 
@@ -93,6 +96,11 @@ def unique_groups(items: Sequence[str]) -> list[str]:
     if not items:
         raise ConfigError("env.task names no task")
     return list(items)
+
+
+def renders(obs_keys: frozenset[str] | None, video: bool) -> bool:
+    """Whether an env renders images: for the policy (pixels requested) or for videos."""
+    return video or wants(obs_keys, PIXELS)
 
 
 def wants(obs_keys: frozenset[str] | None, key: str) -> bool:

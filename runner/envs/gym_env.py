@@ -21,7 +21,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from runner.envs.base import AGENT_POS, PIXELS, TaskEnv, rename_cameras, select_task_ids, unique_groups, wants
+from runner.envs.base import (
+    AGENT_POS,
+    PIXELS,
+    TaskEnv,
+    rename_cameras,
+    renders,
+    select_task_ids,
+    unique_groups,
+    wants,
+)
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
@@ -57,6 +66,12 @@ class GymAdapter:
 
     def make(self, task: TaskRef, env: EnvSpec, *, obs_keys: frozenset[str] | None, video: bool) -> TaskEnv:
         return GymTaskEnv(task, env, obs_keys, video)
+
+    def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
+        """MuJoCo-based ids (gymnasium's own MuJoCo envs and any entry point in a `mujoco` module) that render."""
+        if not renders(obs_keys, video):
+            return False
+        return any("mujoco" in str(registered_spec(env_id).entry_point) for env_id in env.tasks)
 
 
 def registered_spec(env_id: str) -> Any:

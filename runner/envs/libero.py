@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
-from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, select_task_ids, unique_groups, wants
+from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, renders, select_task_ids, unique_groups, wants
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec, catalog
 from runner.tasks import TaskRef
@@ -93,6 +93,9 @@ class LiberoAdapter:
             for task_id, name in select_task_ids(group, names, env.task_ids):
                 out.append(TaskRef(group, task_id, name, suite.get_task(task_id).language))
         return out
+
+    def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
+        return renders(obs_keys, video)
 
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         if env.max_steps is not None:
@@ -228,7 +231,7 @@ def find_assets(assets_dir: str | os.PathLike | None = None) -> Path:
         if label.startswith(("env.", "$")):
             break  # an explicit choice: do not fall back to another tree
     raise MissingDependencyError(
-        "runner: error: LIBERO assets not found (runner never downloads them during a run). Checked:\n"
+        "LIBERO assets not found (runner never downloads them during a run). Checked:\n"
         + "\n".join(checked)
         + "\nProvide them with one of:\n"
         f"  runner prepare SPEC                      download {ASSETS_REPO} from the Hugging Face hub\n"

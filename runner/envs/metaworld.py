@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
-from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, select_task_ids, unique_groups, wants
+from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, renders, select_task_ids, unique_groups, wants
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec, catalog
 from runner.spec.semantic import metaworld_task_names
@@ -57,6 +57,9 @@ class MetaWorldAdapter:
             for task_id, name in select_task_ids(group, names, env.task_ids):
                 out.append(TaskRef(group, task_id, name, catalog.METAWORLD_TASKS[name][0]))
         return out
+
+    def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
+        return renders(obs_keys, video)
 
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         if env.max_steps is not None and env.max_steps > MAX_STEPS:

@@ -38,7 +38,7 @@ def load_factory(path: str, cwd: str | None = None) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ConfigError(f"policy.path {path!r}: cannot import {module_name!r} ({exc})") from None
-    except Exception as exc:  # the user's module failed while importing
+    except (Exception, SystemExit) as exc:  # the user's module failed (or called sys.exit) while importing
         raise EvaluationError(f"policy.path {path!r}: importing {module_name!r} raised "
                               f"{type(exc).__name__}: {exc}") from None
     factory = getattr(module, attr, None)
@@ -53,7 +53,7 @@ def build(path: str, kwargs: Mapping[str, Any], cwd: str | None = None) -> Any:
         return factory(**kwargs)
     except RunnerError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in user code is an error, never a quiet exit 0
         raise EvaluationError(f"policy factory {path!r} raised {type(exc).__name__}: {exc}") from None
 
 

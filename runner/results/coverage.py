@@ -108,17 +108,25 @@ class Coverage:
         return [r for r in self.records if not r.ok]
 
 
-def cover(plan: Plan, sources: Sequence[Sequence[EpisodeRecord]],
-          lines: Sequence[Sequence[int] | None] = ()) -> Coverage:
-    """Apply the ledger rules to the records of `sources` (lists of records; `lines[i]`: their ledger lines)."""
+def cover(plan: Plan, sources: Sequence[Sequence[EpisodeRecord]], lines: Sequence[Sequence[int] | None] = (),
+          shards: Sequence[Any] = (), only: Any = None) -> Coverage:
+    """Apply the ledger rules to the records of `sources` (lists of records; `lines[i]`: their ledger lines;
+    `shards[i]`: the shard source i ran, whose episodes alone it may hold). `only`: a shard whose part of the
+    plan is to be covered (missing episodes of other shards are not listed)."""
     by_key = plan.task_index()
+    task_number = {(t.group, t.task_id): i for i, t in enumerate(plan.tasks)}
     kept: dict[Key, tuple[EpisodeRecord, int]] = {}
     ok_places: dict[Key, list[tuple[EpisodeRecord, int]]] = {}
     foreign: list[Foreign] = []
     for index, records in enumerate(sources):
         numbers = lines[index] if index < len(lines) else None
+        shard = shards[index] if index < len(shards) else None
         for position, record in enumerate(records):
             reason = plan.mismatch(record, by_key)
+            if reason is None and shard is not None:
+                owner = task_number[(record.task_group, record.task_id)] * plan.n_episodes + record.episode_index
+                if not shard.owns(owner):
+                    reason = f"{record.task_key} episode {record.episode_index} belongs to another shard than {shard}"
             if reason is not None:
                 foreign.append(Foreign(index, numbers[position] if numbers else None, record, reason))
                 continue
@@ -128,7 +136,9 @@ def cover(plan: Plan, sources: Sequence[Sequence[EpisodeRecord]],
             if record.ok:
                 ok_places.setdefault(record.key, []).append((record, index))
     coverage = Coverage(plan, [], {}, foreign=foreign)
-    for key in plan.keys():
+    for position, key in enumerate(plan.keys()):
+        if only is not None and not only.owns(position):
+            continue
         if key in kept:
             record, index = kept[key]
             coverage.records.append(record)
@@ -169,7 +179,7 @@ def refusals(coverage: Coverage, names: Sequence[Any]) -> list[str]:
     if coverage.conflicts:
         keys = sorted(coverage.conflicts)
         where = ", ".join(str(names[i]) for i in coverage.conflicts[keys[0]])
-        lines.append(f"{len(keys)} episode(s) recorded more than once with different results ({describe_keys(keys)}; "
+        lines.append(f"{len(keys)} episode(s) recorded with different results ({describe_keys(keys)}; "
                      f"e.g. in {where}): the runs were not reproducible")
     return lines
 

@@ -17,12 +17,16 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.results.records import STATUSES, EpisodeRecord
+from runner.text import visible
 
 LEDGER_NAME = "episodes.jsonl"
 
 
 class LedgerError(RunnerError):
     """The ledger cannot be read or written (corrupt line, unwritable file)."""
+
+
+MAX_LINE_BYTES = 1 << 20  # a record takes a few hundred bytes (an error message a few KiB more)
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class LedgerContents:
     dropped_lines: int = 0  # 0, or 1 when the last line was torn (hard kill) and ignored
     dropped_text: str | None = None  # that line, for messages
     valid_bytes: int = 0  # file offset just after the last good line
+    lines: list[int] = field(default_factory=list)  # the line number of each record
 
 
 # (field, accepted types, may be null, required)
@@ -77,39 +82,51 @@ def parse_record(data: Any) -> EpisodeRecord:
     return EpisodeRecord.from_json(data)
 
 
-def load_ledger(path: Path) -> LedgerContents:
-    """Read a ledger; a torn last line is dropped and counted; a bad line elsewhere raises LedgerError."""
+def load_ledger(path: Path, *, max_records: int | None = None) -> LedgerContents:
+    """Read a ledger line by line; a torn last line is dropped and counted; a bad line elsewhere, a line longer
+    than MAX_LINE_BYTES or more than `max_records` records raise LedgerError (results files may come from anyone)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        stream = path.open("rb")
     except FileNotFoundError:
         raise LedgerError(f"{path}: no such ledger") from None
     except OSError as exc:
         raise LedgerError(f"{path}: cannot read the ledger: {exc.strerror or exc}") from None
-
-    lines = raw.split(b"\n")  # the piece after the last newline is b"" for a well-terminated file
-    last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     records: list[EpisodeRecord] = []
-    offset = 0
-    valid_bytes = 0
-    for i, line in enumerate(lines):
-        end = offset + len(line) + (1 if i < len(lines) - 1 else 0)
-        if line.strip():
+    numbers: list[int] = []
+    bad: tuple[int, str, str] | None = None  # (line number, reason, text) of a line that is not a record
+    offset = valid_bytes = number = 0
+    with stream:
+        while line := _read_line(stream, path, number + 1):
+            number += 1
+            offset += len(line)
+            if not line.strip():
+                continue
+            if bad is not None:  # a bad line followed by more records: not a torn tail but corruption
+                raise LedgerError(f"{path}:{bad[0]}: not a valid episode record ({bad[1]}); only a torn last line is "
+                                  "tolerated. Fix or remove this line, or start a fresh output directory.")
             try:
                 records.append(parse_record(json.loads(line.decode("utf-8"))))
-            except (ValueError, UnicodeDecodeError, TypeError) as exc:
-                if i == last_content:
-                    text = line.decode("utf-8", errors="replace")
-                    return LedgerContents(path, records, 1, text, valid_bytes)
+            except (ValueError, UnicodeDecodeError, TypeError, RecursionError) as exc:
                 reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-                raise LedgerError(
-                    f"{path}:{i + 1}: not a valid episode record ({reason}); only a torn last line is "
-                    f"tolerated. Fix or remove this line, or start a fresh output directory."
-                ) from None
-        offset = end
-        if line.strip():
-            valid_bytes = end
-    return LedgerContents(path, records, 0, None, valid_bytes)
+                bad = (number, visible(reason, 200), line.decode("utf-8", errors="replace"))
+                continue
+            numbers.append(number)
+            valid_bytes = offset
+            if max_records is not None and len(records) > max_records:
+                raise LedgerError(f"{path}: more than {max_records:,} records, more than this run's plan can have "
+                                  "made; start a fresh output directory")
+    if bad is not None:
+        return LedgerContents(path, records, 1, bad[2], valid_bytes, numbers)
+    return LedgerContents(path, records, 0, None, valid_bytes, numbers)
+
+
+def _read_line(stream: Any, path: Path, number: int) -> bytes:
+    line = stream.readline(MAX_LINE_BYTES + 1)
+    if len(line) > MAX_LINE_BYTES:
+        raise LedgerError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB is not an episode record; "
+                          "start a fresh output directory")
+    return line
 
 
 def read_ledger(path: Path) -> list[EpisodeRecord]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.results.aggregate import build_eval_info, build_metrics, strip_timings
+from runner.results.coverage import video_relpath
 from runner.results.ledger import LEDGER_NAME, LedgerError, load_ledger
 from runner.results.records import EpisodeRecord
 from runner.results.schema import EPISODE, EVAL_INFO, METRICS, schema_problems, strict_loads
@@ -20,7 +21,6 @@ from runner.tasks import TaskRef
 
 EVAL_INFO_NAME = "eval_info.json"
 METRICS_NAME = "metrics.json"
-VIDEOS_DIR = "videos"
 _METRICS_FROM_OVERALL = (
     "pc_success",
     "n_episodes",
@@ -114,11 +114,6 @@ def default_output_dir(spec_name: str, now: datetime | None = None) -> Path:
     """`outputs/eval/<YYYY-MM-DD>/<HH-MM-SS>_<name>` (relative to the working directory), as LeRobot."""
     now = now or datetime.now()
     return Path("outputs") / "eval" / now.strftime("%Y-%m-%d") / f"{now.strftime('%H-%M-%S')}_{spec_name}"
-
-
-def video_relpath(task: TaskRef, episode_index: int) -> str:
-    """Where episode k's video goes, relative to the output dir: videos/<group>_<task_id>/eval_episode_<k>.mp4."""
-    return f"{VIDEOS_DIR}/{task.key}/eval_episode_{episode_index}.mp4"
 
 
 # ── checking an output directory ────────────────────────────────────────────────────────────────────

@@ -18,15 +18,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from runner.errors import ConfigError, RunnerError
+from runner.errors import ConfigError
+from runner.results.coverage import Plan
 from runner.results.outputs import write_json_atomic
-from runner.results.schema import strict_loads
-from runner.tasks import TaskRef
+from runner.results.schema import RUN, schema_problems, strict_loads
+from runner.tasks import TaskRef, plan_size_problem
+from runner.text import visible
 
 RUN_NAME = "run.json"
 FORMAT = 1
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 STATES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
+MAX_SHARDS = 100_000
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SHARD_DIR = re.compile(r"^shard-(\d+)-of-(\d+)$")
 
@@ -39,8 +42,8 @@ class Shard:
     count: int
 
     def __post_init__(self) -> None:
-        if self.count < 1 or not 0 <= self.index < self.count:
-            raise ConfigError(f"shard {self.index}/{self.count}: need 0 <= index < count")
+        if not 1 <= self.count <= MAX_SHARDS or not 0 <= self.index < self.count:
+            raise ConfigError(f"shard {self.index}/{self.count}: need 0 <= index < count <= {MAX_SHARDS}")
 
     @classmethod
     def parse(cls, text: str) -> Shard:
@@ -51,6 +54,8 @@ class Shard:
         index, count = int(match.group(1)), int(match.group(2))
         if count < 1 or index >= count:
             raise ConfigError(f"--shard {text!r}: the index must be in 0..COUNT-1 (shards are numbered from 0)")
+        if count > MAX_SHARDS:
+            raise ConfigError(f"--shard {text!r}: at most {MAX_SHARDS:,} shards")
         return cls(index, count)
 
     @classmethod
@@ -157,6 +162,11 @@ class RunFile:
             hash=data["spec_hash"],
         )
 
+    @property
+    def plan(self) -> Plan:
+        """The episodes of the whole run (every shard): what its ledgers may hold (runner.results.coverage)."""
+        return Plan(self.tasks, self.n_episodes, self.identity["eval"]["seed"], self.identity["eval"]["videos"])
+
     def rerun_command(self, out_dir: str | Path, shard: Shard | None = None) -> str:
         """The shell command that runs (or resumes) this run, or another shard of it, into `out_dir`."""
         inv = self.invocation or {}
@@ -170,27 +180,55 @@ class RunFile:
         return shlex.join(argv)
 
 
-class RunFileError(RunnerError):
-    """run.json is unreadable or does not describe a run."""
+class RunFileError(ConfigError):
+    """run.json is unreadable or does not describe a run (exit 2: bad input)."""
+
+
+MAX_RUN_FILE_BYTES = 16 << 20  # LIBERO's 130 tasks take about 30 KiB
 
 
 def read_run_file(out_dir: Path) -> RunFile | None:
-    """The run.json of a results directory; None when there is none."""
+    """The run.json of a results directory; None when there is none. Anything but a run.json as runner writes
+    it (schema/run.schema.json, a spec_hash that is the hash of its spec, a plan that fits in memory) raises
+    RunFileError: the file may come from anyone (a CI artifact, a copied directory)."""
     path = Path(out_dir) / RUN_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_RUN_FILE_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise RunFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = strict_loads(text)
+        if len(raw) > MAX_RUN_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_RUN_FILE_BYTES >> 20} MiB")
+        data = strict_loads(raw.decode("utf-8"))
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a runner run file (format {FORMAT})")
-        return RunFile.from_json(data)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RunFileError(f"{path}: not a valid run file ({exc}); it is written by `runner run` and "
+        problems = schema_problems(data, RUN, RUN_NAME)
+        if problems:
+            raise ValueError(problems[0].removeprefix(f"{RUN_NAME}: ")
+                             + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""))
+        run = RunFile.from_json(data)
+        _check_consistent(run)
+        return run
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError, ConfigError) as exc:
+        raise RunFileError(f"{path}: not a valid run file ({visible(exc, 300)}); it is written by `runner run` and "
                            "`runner merge`, never by hand") from None
+
+
+def _check_consistent(run: RunFile) -> None:
+    """What the schema cannot say: the hash is the spec's, the plan's parts agree and fit in memory."""
+    if spec_hash(run.identity) != run.hash:
+        raise ValueError("spec_hash is not the hash of spec (edited by hand?)")
+    if run.identity["eval"]["n_episodes"] != run.n_episodes:
+        raise ValueError("n_episodes differs from spec.eval.n_episodes")
+    too_many = plan_size_problem(len(run.tasks), run.n_episodes)
+    if too_many:
+        raise ValueError(f"the plan is too large: {too_many}")
+    keys = [t.key for t in run.tasks]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a task is listed twice")
 
 
 def write_run_file(out_dir: Path, run: RunFile) -> None:

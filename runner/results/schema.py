@@ -3,6 +3,7 @@
 - episode.schema.json:   one line of episodes.jsonl
 - eval_info.schema.json: eval_info.json
 - metrics.schema.json:   metrics.json
+- run.schema.json:       run.json
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 EPISODE = "episode.schema.json"
 EVAL_INFO = "eval_info.schema.json"
 METRICS = "metrics.schema.json"
+RUN = "run.schema.json"
 
 
 def schema_path(name: str) -> Path:

@@ -12,8 +12,8 @@ from typing import Any
 from runner.spec import schema, semantic
 from runner.spec.model import Spec, build
 from runner.spec.problems import Pos, Problem, SpecError, dotted
-from runner.text import cut
 from runner.spec.yamlload import MAX_DEPTH, Document, decode, load, read_bytes
+from runner.text import cut
 
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 MAX_OVERRIDE_ECHO = 120  # characters of a --set override named in messages

@@ -42,7 +42,9 @@ class Problem:
 
 
 class SpecError(ConfigError):
-    """One or more problems in one or more specs (exit 2)."""
+    """One or more problems in one or more specs (exit 2), shown one `path:line:col: key: message` per line."""
+
+    formatted = True
 
     def __init__(self, problems: Sequence[Problem]):
         self.problems = tuple(problems)

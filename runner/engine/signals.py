@@ -1,0 +1,85 @@
+"""Stopping a run on SIGINT / SIGTERM (Ctrl-C, `timeout`, SLURM, systemd) without losing or misreporting results.
+
+The first signal stops scheduling: no new episode starts, episodes in flight get `grace_s` to finish (and are
+recorded), then the rest are abandoned. A second signal abandons them at once. Either way the run ends with
+`Interrupted` (exit 128 + the signal), every finished episode in the ledger, and run.json "interrupted";
+running the same command again resumes it.
+
+With in-process slots the main thread itself runs the episode, and a stuck one (a policy that never
+returns) would never look at the stop flag: the first signal then also arms a timer (SIGALRM) that abandons
+it after the grace period, as a second signal would at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+STOP_GRACE_S = 10.0
+
+
+class StopControl:
+    """What the signals asked for."""
+
+    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.signum: int | None = None
+        self._at: float | None = None
+        self._hard = False
+
+    def request(self, signum: int) -> None:
+        """A signal came: the first stops scheduling, a later one abandons everything."""
+        if self._at is None:
+            self.signum, self._at = signum, time.monotonic()
+        else:
+            self._hard = True
+
+    @property
+    def requested(self) -> bool:
+        return self._at is not None
+
+    @property
+    def hard(self) -> bool:
+        return self._hard
+
+    def abandon(self) -> bool:
+        """Whether episodes in flight must be dropped now."""
+        return self._hard or (self._at is not None and time.monotonic() - self._at > self.grace_s)
+
+
+@contextmanager
+def stop_on_signals(grace_s: float = STOP_GRACE_S, *, inline: bool = False) -> Iterator[StopControl]:
+    """Install the handlers for the duration of a session (main thread only; elsewhere nothing is installed)."""
+    stop = StopControl(grace_s)
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        again = stop.requested
+        stop.request(signum)
+        if again:
+            raise KeyboardInterrupt  # abandon at once, wherever the main thread is
+        if inline and grace_s > 0:
+            signal.setitimer(signal.ITIMER_REAL, grace_s)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        stop.request(signal.SIGALRM)  # a second request: abandon
+        raise KeyboardInterrupt
+
+    previous: dict[int, Callable | int | None] = {}
+    for sig, handler in ((signal.SIGINT, on_signal), (signal.SIGTERM, on_signal), (signal.SIGALRM, on_alarm)):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield stop
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+__all__ = ["STOP_GRACE_S", "StopControl", "stop_on_signals"]
