@@ -95,7 +95,7 @@ BOX = gym.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
 
 @pytest.mark.parametrize("action", [np.zeros(4, np.float32), [0.5, -0.5, 2.0, -3.0], np.arange(4), np.ones(4, int)])
 def test_box_actions_of_the_right_shape_pass_even_out_of_bounds(action):
-    assert check_action(action, ActionSpec(BOX), "ep").shape == (4,)
+    assert check_action(action, ActionSpec(BOX), lambda: "ep").shape == (4,)
 
 
 @pytest.mark.parametrize("action, message", [
@@ -114,22 +114,22 @@ def test_box_actions_of_the_right_shape_pass_even_out_of_bounds(action):
 ])
 def test_anything_else_is_a_policy_error_naming_the_episode(action, message):
     with pytest.raises(EvaluationError, match="returned .*in push-v3_0 episode 2") as caught:
-        check_action(action, ActionSpec(BOX), "push-v3_0 episode 2")
+        check_action(action, ActionSpec(BOX), lambda: "push-v3_0 episode 2")
     assert message in str(caught.value)
 
 
 def test_discrete_spaces_take_integers_in_range():
     spec = ActionSpec(gym.spaces.Discrete(3, start=1))
-    assert check_action(np.int64(2), spec, "ep").shape == ()
+    assert check_action(np.int64(2), spec, lambda: "ep").shape == ()
     for bad, message in [(0, "the action 0, outside the env's range 1..3"), (4, "outside"),
                          (1.0, "dtype float64 (the env takes integers)")]:
         with pytest.raises(EvaluationError, match=re.escape(message)):
-            check_action(bad, spec, "ep")
+            check_action(bad, spec, lambda: "ep")
     multi = ActionSpec(gym.spaces.MultiDiscrete([2, 5]))
-    check_action([1, 4], multi, "ep")
+    check_action([1, 4], multi, lambda: "ep")
     with pytest.raises(EvaluationError, match="outside the env's range"):
-        check_action([2, 0], multi, "ep")
-    check_action([0, 1, 1], ActionSpec(gym.spaces.MultiBinary(3)), "ep")
+        check_action([2, 0], multi, lambda: "ep")
+    check_action([0, 1, 1], ActionSpec(gym.spaces.MultiBinary(3)), lambda: "ep")
 
 
 def test_a_batch_is_checked_row_by_row():

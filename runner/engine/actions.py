@@ -9,6 +9,7 @@ envs clip them, as they do for every policy in the field.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -43,13 +44,20 @@ class ActionSpec:
             return f"an action of dtype {action.dtype} (the env takes {wanted})"
         if action.shape != self.shape:
             return f"an action of shape {action.shape}; the env expects shape {self.shape}"
-        if action.dtype.kind == "f" and not np.isfinite(action).all():
+        if action.dtype.kind == "f" and not _finite(action):
             bad = np.flatnonzero(~np.isfinite(action.reshape(-1)))
             return f"a non-finite action ({action.reshape(-1)[bad[0]]} at index {int(bad[0])}: NaN or infinity)"
         if self.discrete is not None and ((action < self.discrete[0]) | (action > self.discrete[1])).any():
             return f"the action {_short(action)}, outside the env's range {_short(self.discrete[0])}.." \
                    f"{_short(self.discrete[1])}"
         return None
+
+
+def _finite(array: np.ndarray) -> bool:
+    """No NaN or infinity (for the few numbers of one action, plain Python is 5x faster than NumPy's ufunc)."""
+    if array.size <= 64:
+        return all(map(math.isfinite, array.ravel().tolist()))
+    return bool(np.isfinite(array).all())
 
 
 def as_array(value: Any) -> np.ndarray | None:
@@ -61,12 +69,12 @@ def as_array(value: Any) -> np.ndarray | None:
     return None if array.dtype.kind in "OSUVc" else array
 
 
-def check_action(action: Any, spec: ActionSpec, where: str, policy: str = "policy") -> np.ndarray:
-    """The action as an array, or EvaluationError naming the episode (`where`)."""
+def check_action(action: Any, spec: ActionSpec, where: Callable[[], str], policy: str = "policy") -> np.ndarray:
+    """The action as an array, or EvaluationError naming the episode (`where()`, called only for a message)."""
     array = as_array(action)
     problem = f"an action that is not a number array ({_describe(action)})" if array is None else spec.problem(array)
     if problem:
-        raise EvaluationError(f"the {policy} returned {problem} in {where}")
+        raise EvaluationError(f"the {policy} returned {problem} in {where()}")
     return array  # type: ignore[return-value]
 
 

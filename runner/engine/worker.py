@@ -218,7 +218,7 @@ class EpisodeRunner:
                 raise
             except catch as exc:
                 raise PolicyFailure(exc) from exc
-            kind, value = self.step(check_action(action, spec, job.describe()))
+            kind, value = self.step(check_action(action, spec, job.describe))
             if kind == DONE:
                 return (kind, value)
             observation = value

@@ -8,7 +8,6 @@ from runner.results.aggregate import (
     build_eval_info,
     build_metrics,
     merge_records,
-    missing_episodes,
     strip_timings,
     wilson_interval,
 )
@@ -51,7 +50,6 @@ __all__ = [
     "default_output_dir",
     "load_ledger",
     "merge_records",
-    "missing_episodes",
     "read_ledger",
     "read_run_file",
     "spec_changes",

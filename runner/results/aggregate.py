@@ -74,21 +74,6 @@ def dedupe(records: Iterable[EpisodeRecord]) -> tuple[list[EpisodeRecord], list[
     return merge_records([records])
 
 
-def plan_keys(tasks: Sequence[TaskRef], n_episodes: int) -> list[Key]:
-    """Every (group, task id, episode index) of a plan, in plan order."""
-    return [(t.group, t.task_id, k) for t in tasks for k in range(n_episodes)]
-
-
-def missing_episodes(
-    records: Iterable[EpisodeRecord], tasks: Sequence[TaskRef], n_episodes: int, *, retry_errors: bool = False
-) -> list[Key]:
-    """Keys of the plan with no record, in plan order; with `retry_errors`, also those with only errors."""
-    best: dict[Key, bool] = {}
-    for r in records:
-        best[r.key] = best.get(r.key, False) or r.ok
-    return [k for k in plan_keys(tasks, n_episodes) if k not in best or (retry_errors and not best[k])]
-
-
 def extra_records(
     records: Iterable[EpisodeRecord], tasks: Sequence[TaskRef], n_episodes: int | None = None
 ) -> list[EpisodeRecord]:

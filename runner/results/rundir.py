@@ -149,7 +149,12 @@ class RunDir:
                 for partial in (self.path / VIDEOS_DIR).glob(PARTIAL_VIDEOS):
                     with contextlib.suppress(OSError):
                         partial.unlink()
-            session = Session(self.path, run, prior)
+            try:
+                session = Session(self.path, run, prior)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    write_run_file(self.path, run.with_state(FAILED))
+                raise
             try:
                 yield session
             except BaseException as exc:
@@ -218,10 +223,11 @@ class Session:
             write_run_file(self.path, self.run.with_state(state, self.run.eval_s + time.perf_counter() - self._t0))
 
     def close(self) -> None:
-        try:
+        """Release the ledger. A write error was raised already (by `record`, `finish`), never again here, where
+        it would hide the error that ends the session."""
+        with contextlib.suppress(Exception):
             self._recorder.close()
-        finally:
-            self._ledger.close()
+        self._ledger.close()
 
 
 class _Recorder:
