@@ -51,8 +51,10 @@ def test_rules_accept_a_whole_run_and_report_what_is_missing():
     (dict(task_id=7), "task easy_7 is not in the plan"),
     (dict(task_group="hard"), "task hard_0 is not in the plan"),
     (dict(episode_index=N, seed=SEED + N), f"episode {N} of easy_0 is outside the plan"),
-    (dict(video_path="../../../etc/passwd"), 'names the video "../../../etc/passwd", not null'),
-    (dict(video_path="videos/easy_0/eval_episode_1.mp4"), "not null"),
+    (dict(video_path="../../../etc/passwd"), 'names the video "../../../etc/passwd", but the plan records no video'),
+    (dict(video_path="videos/easy_0/eval_episode_1.mp4"), "but the plan records no video of it"),
+    (dict(episode_index=0, seed=SEED, video_path="videos/easy_1/eval_episode_0.mp4"),
+     'not the plan\'s "videos/easy_0/eval_episode_0.mp4"'),
 ])
 def test_rules_refuse_a_record_outside_the_plan(bad, reason):
     coverage = cover(run_file().plan, [[*full_records(), record(TASKS[0], 1, **bad)]], [list(range(1, 8))])
@@ -123,7 +125,7 @@ def _with(line: str, **changes) -> str:
      "1 episode(s) recorded with different results (reach-v3_0 episode 0"),
     (lambda lines: lines.__setitem__(1, _with(lines[1], seed=7)), "has seed 7, not eval.seed + 1 = 1001"),
     (lambda lines: lines.__setitem__(0, _with(lines[0], video_path="../../escape.mp4")),
-     'names the video "../../escape.mp4", not null'),
+     'names the video "../../escape.mp4", but the plan records no video of it'),
     (lambda lines: lines.append(_with(lines[0], episode_index=9, seed=1009)), "outside the plan"),
 ])
 def test_resume_refuses_a_ledger_that_breaks_the_rules(finished, tmp_path, edit, message):

@@ -142,3 +142,21 @@ def test_help_end_to_end() -> None:
     )
     assert result.returncode == 0 and "examples:" in result.stdout and result.stderr == ""
     assert {"validate", "show", "list"} <= set(subcommands())
+
+
+@pytest.mark.parametrize("fixture", ["top_key_misspelled", "top_key_bom", "top_key_lookalike"])
+@pytest.mark.parametrize("argv", [["validate"], ["show"], ["run"], ["list"], ["gen-ci"], ["gen-ci", "--check"],
+                                  ["prepare"]], ids=" ".join)
+def test_a_misspelled_top_level_key_is_one_message_in_every_command(fixture: str, argv: list[str],
+                                                                      tmp_path: Path, monkeypatch, capsys) -> None:
+    """Every command that reads specs (and the pre-commit hooks, which run `validate` and `gen-ci --check` in the
+    repository root) reports the spec problem, never a KeyError."""
+    (tmp_path / "specs").mkdir()
+    text = (REPO / "tests" / "fixtures" / "specs" / "bad" / f"{fixture}.yaml").read_bytes()
+    (tmp_path / "specs" / f"{fixture}.yaml").write_bytes(text)
+    monkeypatch.chdir(tmp_path)
+    args = [*argv] if argv[0] == "gen-ci" else [*argv, f"specs/{fixture}.yaml"]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert f"specs/{fixture}.yaml:2:1: " in err and "unknown key" in err and "did you mean 'env'?" in err
+    assert "Traceback" not in err and "KeyError" not in err

@@ -21,6 +21,7 @@ from typing import Any
 
 from runner.results.records import EpisodeRecord
 from runner.tasks import TaskRef
+from runner.text import visible
 
 Key = tuple[str, int, int]
 VIDEOS_DIR = "videos"
@@ -68,8 +69,10 @@ class Plan:
             return f"{record.task_key} episode {k} has seed {record.seed}, not eval.seed + {k} = {self.seed + k}"
         if record.video_path is not None and (not record.ok or record.video_path != self.video_path(task, k)):
             expected = self.video_path(task, k) if record.ok else None
-            return (f"{record.task_key} episode {k} names the video {json.dumps(record.video_path)[:120]}, "
-                    f"not {json.dumps(expected)}")
+            named = f"{record.task_key} episode {k} names the video {visible(json.dumps(record.video_path), 120)}"
+            if expected is None:
+                return f"{named}, but the plan records no video of it"
+            return f"{named}, not the plan's {json.dumps(expected)}"
         return None
 
     def task_index(self) -> dict[tuple[str, int], TaskRef]:

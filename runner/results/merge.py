@@ -79,7 +79,7 @@ def merge(dirs: Sequence[Path], out_dir: Path | None, *, merged_from: Sequence[s
     coverage = cover(run.plan, [s.records for s in sources], [s.lines for s in sources],
                      shards=[s.run.shard for s in sources])
     problems = refusals(coverage, [s.path / LEDGER_NAME for s in sources])
-    if coverage.missing:
+    if coverage.missing and not problems:  # (a refused record leaves its episode missing: say the cause only)
         problems.append(f"the directories do not cover the plan: {len(coverage.missing)} of {run.plan.size} "
                         "episodes are missing:\n    "
                         + "\n    ".join(missing_report(coverage, sources)))
