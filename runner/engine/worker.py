@@ -263,27 +263,33 @@ class Abandoned(Exception):
 
 
 def worker_main(conn: Any, config: WorkerConfig, slot: int) -> None:
-    """Entry point of a worker process: serve messages until "close" or the main process goes away."""
+    """Entry point of a worker process: serve messages until "close" or the main process goes away. SIGTERM
+    (the main process closing a worker, or a signal to the whole process group) ends it quietly with 143,
+    after its clean-up (an unfinished video is removed), whenever it comes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    signal.signal(signal.SIGTERM, _terminate)  # unwind, so an unfinished video is removed
-    for key, value in config.environ.items():
-        os.environ.setdefault(key, value)
-    # The heap inherited from the forkserver (simulator modules) never becomes garbage: keep the
-    # cyclic GC from scanning it on every full collection (and from copying its pages).
-    gc.freeze()
     runner = None
+    terminated = False
     try:
+        signal.signal(signal.SIGTERM, _terminate)
+        for key, value in config.environ.items():
+            os.environ.setdefault(key, value)
+        # The heap inherited from the forkserver (simulator modules) never becomes garbage: keep the
+        # cyclic GC from scanning it on every full collection (and from copying its pages).
+        gc.freeze()
         try:
             runner = EpisodeRunner(config, slot, in_worker=True)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             conn.send((ERROR, ErrorInfo.from_exception(exc)))
         _serve(conn, runner)
     except Terminated:
-        raise SystemExit(128 + signal.SIGTERM) from None
+        terminated = True
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during clean-up just ends the process
         if runner is not None:
             with contextlib.suppress(Exception):
                 runner.close()
+    if terminated:
+        raise SystemExit(128 + signal.SIGTERM)
 
 
 def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
