@@ -1,6 +1,6 @@
 """`runner gen-ci`: goldens, determinism, drift and stale detection, new benchmarks, injection safety.
 
-Goldens: the committed files (docker/Dockerfile.benchmark.*, .github/workflows/benchmark_tests.yml) are
+Goldens: the committed files (docker/Dockerfile.benchmark.*, .github/workflows/benchmark_*.yml) are
 the goldens for specs/; tests/golden/generate/<case>/expected/ hold those for test-only specs in
 tests/golden/generate/<case>/specs/. After an intended change: `pytest tests/test_generate.py --update-goldens`.
 The real linters run on all of them in test_generate_lint.py.
@@ -22,7 +22,7 @@ import yaml
 
 from runner.cli.main import main
 from runner.errors import ConfigError
-from runner.generate import WORKFLOW_PATH, quoting, render
+from runner.generate import quoting, render
 from runner.generate.pins import ACTIONS
 from runner.spec import SpecError, default_spec_paths, load_spec, load_specs
 from runner.spec.model import thaw
@@ -30,6 +30,7 @@ from runner.spec.yamlload import load
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = REPO / "templates"
+WORKFLOWS = {name: f".github/workflows/benchmark_{name}.yml" for name in ("libero", "metaworld")}
 GOLDEN = REPO / "tests" / "golden" / "generate"
 GOLDEN_CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "specs").is_dir())
 # What a gen-ci run reads and writes; a temp copy of these behaves like the repository.
@@ -108,13 +109,13 @@ def test_committed_files_are_current(capsys: pytest.CaptureFixture, update_golde
         assert gen_ci(capsys, "--root", str(REPO))[0] == 0
     code, out, err = gen_ci(capsys, "--check", "--root", str(REPO))
     assert (code, err) == (0, ""), out + err
-    assert "3 generated files are up to date" in out
+    assert "4 generated files are up to date" in out
 
 
 def test_committed_file_set() -> None:
     files = render(load_specs(default_spec_paths(REPO)), REPO)
     dockerfiles = ["docker/Dockerfile.benchmark.libero", "docker/Dockerfile.benchmark.metaworld"]
-    assert sorted(files) == [WORKFLOW_PATH, *dockerfiles]
+    assert sorted(files) == sorted([*WORKFLOWS.values(), *dockerfiles])
 
 
 @pytest.mark.parametrize("case", GOLDEN_CASES)
@@ -184,7 +185,8 @@ def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
         "from runner.cli.main import main\n"
         f"rc = main(['gen-ci', '--check', '--root', {str(REPO)!r}])\n"
         "mods = sorted(m for m in sys.modules if m.startswith('runner.') and sys.modules[m] is not None)\n"
-        "allowed = ('runner.spec', 'runner.generate', 'runner.errors', 'runner.text', 'runner.tasks', 'runner.cli')\n"
+        "allowed = ('runner.spec', 'runner.generate', 'runner.install', 'runner.errors', 'runner.text', 'runner.tasks',\n"
+        "           'runner.cli')\n"
         "bad = [m for m in mods if not m.startswith(allowed)]\n"
         "print(bad)\n"
         "sys.exit(rc or bool(bad))\n"
@@ -200,14 +202,15 @@ def test_generate_imports_only_spec_jinja_and_stdlib() -> None:
             if match and match.group(1).split(".")[0] not in sys.stdlib_module_names | {"__future__"}:
                 assert match.group(1).split(".")[0] in {"jinja2", "runner"}, (path.name, line)
                 if match.group(1).startswith("runner"):
-                    assert match.group(1).startswith(("runner.spec", "runner.generate", "runner.errors", "runner.text")), line
+                    allowed = ("runner.spec", "runner.generate", "runner.install.plan", "runner.errors", "runner.text")
+                    assert match.group(1).startswith(allowed), line
 
 
 # ---------------------------------------------------------------- templates
 
 def test_templates_use_bang_delimiters_and_strict_undefined(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     copy = copy_project(tmp_path / "project")
-    workflow = (copy / WORKFLOW_PATH).read_text()
+    workflow = (copy / WORKFLOWS["libero"]).read_text()
     assert "${{ github.workflow }}" in workflow and "!{{" not in workflow
     template = copy / "templates" / "Dockerfile.benchmark.j2"
     template.write_text(template.read_text() + "!{{ no_such_value }}\n")
@@ -230,7 +233,7 @@ DRIFT_EDITS = {
                              "run: [runner, prepare, specs/libero.yaml, --set, eval.seed=7]"),
     "metaworld ci.enabled": ("specs/metaworld.yaml", "ci:\n  set:\n", "ci:\n  enabled: false\n  set:\n"),
     "dockerfile template": ("templates/Dockerfile.benchmark.j2", "SHELL [", "# an edit\nSHELL ["),
-    "workflow template": ("templates/benchmark_tests.yml.j2", "permissions:\n", "permissions: # edit\n"),
+    "workflow template": ("templates/benchmark.yml.j2", "permissions:\n", "permissions: # edit\n"),
 }
 
 
@@ -266,7 +269,8 @@ def test_check_reports_missing_and_orphaned_files(tmp_path: Path, capsys: pytest
     assert code == 1
     assert "docker/Dockerfile.benchmark.libero: missing" in err
     assert "docker/Dockerfile.benchmark.metaworld: generated for no current spec" in err
-    assert f"{WORKFLOW_PATH}: differs" in err
+    assert f"{WORKFLOWS['metaworld']}: generated for no current spec" in err
+    assert f"{WORKFLOWS['libero']}: differs" not in err
     assert "custom" not in err
     assert "+++ /dev/null" in out and "--- /dev/null" in out
 
@@ -280,10 +284,17 @@ def test_check_reports_missing_and_orphaned_files(tmp_path: Path, capsys: pytest
 
 def test_named_specs_do_not_prune_the_others(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     copy = copy_project(tmp_path / "project")
+    (copy / "specs/libero.yaml").write_text((copy / "specs/libero.yaml").read_text().replace("timeout_minutes", "x")
+                                            if False else (copy / "specs/libero.yaml").read_text())
+    before = generated_snapshot(copy)
+    (copy / "specs/metaworld.yaml").write_text((copy / "specs/metaworld.yaml").read_text().replace(
+        "eval.n_episodes: 1", "eval.n_episodes: 2"))
     code, out, _ = gen_ci(capsys, "--root", str(copy), str(copy / "specs/libero.yaml"))
-    assert code == 0
-    assert (copy / "docker/Dockerfile.benchmark.metaworld").is_file()
-    assert "metaworld:" not in (copy / WORKFLOW_PATH).read_text()
+    assert code == 0 and "0 changed" in out  # libero's files were current; metaworld's are not touched
+    assert generated_snapshot(copy) == before  # nothing of the other benchmark dropped or rewritten
+    code, out, _ = gen_ci(capsys, "--root", str(copy), str(copy / "specs/metaworld.yaml"))
+    changed = {k for k, v in generated_snapshot(copy).items() if before.get(k) != v}
+    assert code == 0 and changed == {WORKFLOWS["metaworld"]}
 
 
 def test_new_gym_benchmark_needs_no_other_edit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -296,13 +307,14 @@ def test_new_gym_benchmark_needs_no_other_edit(tmp_path: Path, capsys: pytest.Ca
     assert code == 0 and "wrote docker/Dockerfile.benchmark.pendulum" in out
     dockerfile = (copy / "docker/Dockerfile.benchmark.pendulum").read_text()
     assert "FROM ubuntu:24.04" in dockerfile and 'CMD ["runner", "run", "specs/pendulum.yaml"' in dockerfile
-    workflow = yaml.safe_load((copy / WORKFLOW_PATH).read_text())
-    assert sorted(workflow["jobs"]) == ["libero", "metaworld", "pendulum"]
+    workflow = yaml.safe_load((copy / ".github/workflows/benchmark_pendulum.yml").read_text())
+    assert sorted(workflow["jobs"]) == ["pendulum"] and workflow["name"] == "Benchmark pendulum"
     job = workflow["jobs"]["pendulum"]
     assert job["runs-on"] == ["ubuntu-latest"] and job["timeout-minutes"] == 60
     run = next(s["run"] for s in job["steps"] if s.get("name") == "runner run specs/pendulum.yaml")
     assert "--gpus" not in run and "runner run specs/pendulum.yaml" in run
     assert "specs/pendulum.yaml" in workflow[True]["push"]["paths"]  # PyYAML reads `on` as True
+    assert "specs/libero.yaml" not in workflow[True]["push"]["paths"]
     after = {p.name: p.read_bytes() for p in (copy / "docker").iterdir()}
     assert {k: v for k, v in after.items() if k != "Dockerfile.benchmark.pendulum"} == before
     assert gen_ci(capsys, "--check", "--root", str(copy))[0] == 0
@@ -331,21 +343,23 @@ def test_help_has_examples(capsys: pytest.CaptureFixture) -> None:
 
 # ---------------------------------------------------------------- what the workflow and images contain
 
-def committed_workflow() -> dict[str, Any]:
-    return yaml.safe_load((REPO / WORKFLOW_PATH).read_text())
+def committed_workflow(name: str) -> dict[str, Any]:
+    return yaml.safe_load((REPO / WORKFLOWS[name]).read_text())
 
 
-def test_workflow_covers_the_reference_features() -> None:
-    workflow = committed_workflow()
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_workflow_covers_the_reference_features(name: str) -> None:
+    workflow = committed_workflow(name)
     on = workflow[True]
     assert "workflow_dispatch" in on and on["schedule"] == [{"cron": "0 2 * * 1"}]
     for event in ("push", "pull_request"):
         assert on[event]["branches"] == ["main"]
-        assert {"specs/libero.yaml", "specs/metaworld.yaml", "specs/_common.yaml", "templates/**", "runner/**",
-                "schema/**", "docker/Dockerfile.benchmark.*", WORKFLOW_PATH,
-                "pyproject.toml"} <= set(on[event]["paths"])
+        assert set(on[event]["paths"]) == {f"specs/{name}.yaml", "specs/_common.yaml", "templates/**", "runner/**",
+                                           "schema/**", f"docker/Dockerfile.benchmark.{name}", WORKFLOWS[name],
+                                           "pyproject.toml"}
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["concurrency"]["cancel-in-progress"] is True
+    assert list(workflow["jobs"]) == [name]
     for name, job in workflow["jobs"].items():
         assert job["runs-on"] == {"group": "aws-g6-4xlarge-plus"} and job["timeout-minutes"] == 90
         steps = job["steps"]
@@ -369,15 +383,16 @@ def test_workflow_covers_the_reference_features() -> None:
         assert "${{ runner.temp }}/%s-eval/metrics.json" % name in uploads
         for step in steps:
             assert "${{" not in step.get("run", ""), step  # no expressions inside shell text at all
-    libero_steps = workflow["jobs"]["libero"]["steps"]
-    smoke = next(s for s in libero_steps if s.get("name", "").startswith("Smoke 1: Train+eval smoke"))
-    assert "lerobot.scripts.lerobot_train" in smoke["run"]
-    assert any(s.get("with", {}).get("name") == "libero-smoke-1" for s in libero_steps)
+    if name == "libero":
+        libero_steps = workflow["jobs"]["libero"]["steps"]
+        smoke = next(s for s in libero_steps if s.get("name", "").startswith("Smoke 1: Train+eval smoke"))
+        assert "lerobot.scripts.lerobot_train" in smoke["run"]
+        assert any(s.get("with", {}).get("name") == "libero-smoke-1" for s in libero_steps)
 
 
 def test_every_action_is_pinned_by_sha_with_its_tag() -> None:
     pins = {a.repo: a for a in ACTIONS.values()}
-    for path in [REPO / WORKFLOW_PATH, REPO / ".github/workflows/ci.yml"]:
+    for path in [*(REPO / w for w in WORKFLOWS.values()), REPO / ".github/workflows/ci.yml"]:
         uses = re.findall(r"uses: (\S+)@(\S+)(.*)", path.read_text())
         assert uses, path
         for repo, ref, comment in uses:
@@ -411,25 +426,40 @@ def test_libero_image_bakes_assets_with_runner_prepare() -> None:
     assert text.index("COPY --chown=runner:runner specs/libero.yaml") < text.index('"runner", "prepare"')
 
 
-def test_schedule_condition_per_job_when_schedules_differ() -> None:
-    workflow = yaml.safe_load(render_case("hostile")[WORKFLOW_PATH])
-    assert [c["cron"] for c in workflow[True]["schedule"]] == ["0 3 * * *", "30 4 * * *"]
-    expected = "github.event_name != 'schedule' || github.event.schedule == '0 3 * * *'"
-    assert workflow["jobs"]["nightly"]["if"] == expected
-    assert workflow["jobs"]["hostile"]["if"].endswith("github.event.schedule == '30 4 * * *'")
-    assert "if" not in committed_workflow()["jobs"]["libero"]  # one shared schedule: no condition
-
-
-def test_disabled_spec_gets_no_image_and_no_job() -> None:
+def test_each_benchmark_has_its_own_schedule() -> None:
     files = render_case("hostile")
-    assert "docker/Dockerfile.benchmark.off" not in files
-    assert "off" not in yaml.safe_load(files[WORKFLOW_PATH])["jobs"]
-    assert "specs/off.yaml" not in files[WORKFLOW_PATH]
+    nightly = yaml.safe_load(files[".github/workflows/benchmark_nightly.yml"])
+    hostile = yaml.safe_load(files[".github/workflows/benchmark_hostile.yml"])
+    assert nightly[True]["schedule"] == [{"cron": "0 3 * * *"}] and hostile[True]["schedule"] == [{"cron": "30 4 * * *"}]
+    assert all("if" not in job for workflow in (nightly, hostile) for job in workflow["jobs"].values())
+
+
+def test_disabled_spec_gets_no_image_and_no_workflow() -> None:
+    files = render_case("hostile")
+    assert "docker/Dockerfile.benchmark.off" not in files and ".github/workflows/benchmark_off.yml" not in files
+    assert all("specs/off.yaml" not in text for text in files.values())
+
+
+def test_a_change_runs_only_the_benchmarks_whose_files_it_touches() -> None:
+    """Per-benchmark triggers: a spec, or a partial only it extends, runs its benchmark alone; a partial several
+    specs extend, and runner's own files, run each of them."""
+    files = render_case("hostile")
+    paths = {name: set(yaml.safe_load(files[f".github/workflows/benchmark_{name}.yml"])[True]["push"]["paths"])
+             for name in ("hostile", "nightly")}
+    assert "specs/hostile.yaml" in paths["hostile"] and "specs/hostile.yaml" not in paths["nightly"]
+    assert "specs/nightly.yaml" in paths["nightly"] and "specs/nightly.yaml" not in paths["hostile"]
+    assert "docker/Dockerfile.benchmark.hostile" in paths["hostile"]
+    assert "docker/Dockerfile.benchmark.hostile" not in paths["nightly"]
+    shared = {"runner/**", "schema/**", "templates/**", "pyproject.toml"}
+    assert shared <= paths["hostile"] and shared <= paths["nightly"]
+    committed = {name: set(committed_workflow(name)[True]["push"]["paths"]) for name in WORKFLOWS}
+    assert "specs/_common.yaml" in committed["libero"] and "specs/_common.yaml" in committed["metaworld"]
+    assert "specs/libero.yaml" not in committed["metaworld"] and "specs/metaworld.yaml" not in committed["libero"]
 
 
 def test_extended_partials_are_in_the_path_filters_and_the_image() -> None:
     files = render_case("hostile")
-    assert "specs/_base.yaml" in yaml.safe_load(files[WORKFLOW_PATH])[True]["push"]["paths"]
+    assert "specs/_base.yaml" in yaml.safe_load(files[".github/workflows/benchmark_hostile.yml"])[True]["push"]["paths"]
     dockerfile = files["docker/Dockerfile.benchmark.hostile"]
     assert "COPY --chown=runner:runner specs/_base.yaml specs/_base.yaml" in dockerfile
 
@@ -534,7 +564,7 @@ def workflow_step(workflow: dict[str, Any], job: str, name: str) -> dict[str, An
 def test_hostile_argv_reaches_docker_unchanged() -> None:
     """Run the generated scripts in bash with `docker` stubbed: each argument arrives exactly as written."""
     spec = hostile_spec()
-    workflow = yaml.safe_load(render_case("hostile")[WORKFLOW_PATH])
+    workflow = yaml.safe_load(render_case("hostile")[".github/workflows/benchmark_hostile.yml"])
     env = {"IMAGE": "img:1", "CONTAINER": "ctr", "RUNNER_TEMP": "/nonexistent", "API_KEY": "k", "HF_TOKEN": "t"}
     head = ["run", "--shm-size=512m", "-e", "API_KEY", "-e", "HF_TOKEN", "img:1"]
 

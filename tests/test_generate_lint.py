@@ -189,7 +189,7 @@ def test_workflow_schema_rejects_a_bad_key(tmp_path: Path) -> None:
 def test_linters_see_an_injection_the_generator_would_have_made(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Sanity check of the whole chain: a hand-made unsafe variant of a generated step is caught."""
     copy = new_benchmark_tree(tmp_path)
-    workflow = copy / ".github" / "workflows" / "benchmark_tests.yml"
+    workflow = copy / ".github" / "workflows" / "benchmark_pendulum.yml"
     text = workflow.read_text()
     unsafe = text.replace("runner run specs/pendulum.yaml \\\n", 'runner run "${{ github.head_ref }}" \\\n', 1)
     assert unsafe != text

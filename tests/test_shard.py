@@ -226,9 +226,7 @@ def test_merge_needs_no_simulator(runs, tmp_path):
 def test_ci_shards_renders_a_matrix_and_a_merge_job():
     from test_generate import docker_calls, render_case
 
-    from runner.generate import WORKFLOW_PATH
-
-    workflow = yaml.safe_load(render_case("sharded")[WORKFLOW_PATH])
+    workflow = yaml.safe_load(render_case("sharded")[".github/workflows/benchmark_sharded.yml"])
     job = workflow["jobs"]["sharded"]
     assert job["strategy"] == {"fail-fast": False, "matrix": {"shard": [0, 1, 2]}}
     assert job["env"]["SHARD"] == "${{ matrix.shard }}/3"
@@ -252,16 +250,16 @@ def test_ci_shards_renders_a_matrix_and_a_merge_job():
     for job_data in workflow["jobs"].values():
         for s in job_data["steps"]:
             assert "${{" not in s.get("run", ""), s  # never an expression inside shell text
-    assert "strategy" not in workflow["jobs"]["single"] and "single-merge" not in workflow["jobs"]
+    single = yaml.safe_load(render_case("sharded")[".github/workflows/benchmark_single.yml"])
+    assert "strategy" not in single["jobs"]["single"] and list(single["jobs"]) == ["single"]
 
 
 def test_ci_merge_step_merges_the_downloaded_shards(runs, tmp_path):
     """The merge job's `run:` script, with the downloaded artifacts laid out as download-artifact does."""
     from test_generate import render_case
 
-    from runner.generate import WORKFLOW_PATH
 
-    workflow = yaml.safe_load(render_case("sharded")[WORKFLOW_PATH])
+    workflow = yaml.safe_load(render_case("sharded")[".github/workflows/benchmark_sharded.yml"])
     script = next(s for s in workflow["jobs"]["sharded-merge"]["steps"] if s.get("name") == "runner merge")["run"]
     temp = tmp_path / "runner-temp"
     for i, d in enumerate(runs["dirs"][2]):  # pretend these came from a 2-way matrix of the same names

@@ -15,7 +15,7 @@ from runner.spec import load_spec
 from runner.spec.yamlload import load
 
 REPO = Path(__file__).resolve().parents[1]
-MINIMAL = "env:\n  type: metaworld\n  task: push-v3\npolicy:\n  type: random\n"
+MINIMAL = "env:\n  type: metaworld\n  task: push-v3\npolicy:\n  type: random\ninstall:\n  extras: [metaworld]\n"
 
 
 def subcommands() -> list[str]:
@@ -99,8 +99,8 @@ def test_validate_several_files_reports_all(
     assert err.splitlines() == [
         "bad2.yaml:4:9: env.task: unknown Meta-World task or group 'push-v9' (groups: easy, medium, hard, very_hard, "
         "mt50; `runner list` shows the tasks); did you mean 'push-v3'?",
-        'bad1.yaml:7:14: eval.seed: expected integer, got string "x"',
-        "bad1.yaml:7:29: eval.n_episodes: 0 is out of range: must be at least 1",
+        'bad1.yaml:9:14: eval.seed: expected integer, got string "x"',
+        "bad1.yaml:9:29: eval.n_episodes: 0 is out of range: must be at least 1",
         "missing.yaml: no such file",
     ]
 

@@ -9,11 +9,15 @@ from pathlib import Path
 from runner.cli.common import HelpFormatter, say
 from runner.errors import ConfigError, DriftError
 from runner.generate import apply, changes, render
-from runner.spec import default_spec_paths, load_specs
+from runner.spec import SpecError, default_spec_paths, load_specs
 
 DESCRIPTION = """\
-Render docker/Dockerfile.benchmark.<name> (one per spec with ci.enabled) and
-.github/workflows/benchmark_tests.yml (one job per such spec) from the specs, using ROOT/templates/.
+Render, for each spec with ci.enabled, docker/Dockerfile.benchmark.<name> and its own workflow
+.github/workflows/benchmark_<name>.yml, using ROOT/templates/. A workflow runs when its benchmark's files
+change (its spec, the partials it extends, its generated files, ci.paths, install.code) or shared ones
+(runner/, schema/, templates/, pyproject.toml): editing one spec runs only its benchmark.
+Before rendering, every spec is checked like `runner validate` (an image that could not run its spec is
+never written).
 Generated files carry a `# @generated` header; commit them. Generated files that no spec produces any
 more (spec deleted, or ci.enabled: false) are removed, or with --check reported; files without the
 header are never touched.
@@ -25,7 +29,7 @@ examples:
   runner gen-ci                          # (re)write the files for specs/*.yaml
   runner gen-ci --check                  # CI / pre-commit: fail when the committed files are stale
   runner gen-ci --root path/to/project   # another checkout
-  runner gen-ci specs/libero.yaml        # only this spec (the workflow then has only its job)
+  runner gen-ci specs/libero.yaml        # only this spec's files (the other benchmarks' are left alone)
 """
 
 
@@ -49,7 +53,13 @@ def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.specs] or default_spec_paths(root)
     if not paths:
         raise ConfigError(f"no specs given and none found in {root / 'specs'}/*.yaml")
-    files = render(load_specs(paths), root)
+    from runner.install.needs import problems as install_problems
+
+    specs = load_specs(paths)
+    missing = [p for spec in specs for p in install_problems(spec)]
+    if missing:  # the same refusal as `runner validate`: an image that could not run its spec is never written
+        raise SpecError(missing)
+    files = render(specs, root)
     # Pruning stale files is only safe when the set is the whole of specs/.
     found = changes(root, files, prune=not args.specs)
 

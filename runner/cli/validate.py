@@ -9,7 +9,9 @@ from runner.spec import SpecError, load_spec
 
 DESCRIPTION = """\
 Check benchmark specs: YAML, the JSON Schema (schema/benchmark.schema.json), then the rules the schema
-cannot express (task, suite and camera names, extends, ci.set overrides). Prints `SPEC: ok` for each
+cannot express (task, suite and camera names, extends, ci.set overrides), then that the install section
+provides what the env and the policy need (packages, offscreen rendering, Python version, your own code):
+a spec that passes gets an image, and a `runner install` venv, that can run it. Prints `SPEC: ok` for each
 valid spec. Exit 0 when all are valid; exit 2 otherwise, printing every problem on stderr as
 path:line:col: dotted.key: message; did you mean 'x'?
 
@@ -30,12 +32,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print `PATH: ok` for each valid spec; raise one `SpecError` with the problems of all the others."""
+    from runner.install.needs import problems as install_problems
+
     problems = []
     for path in spec_paths(args.specs):
         try:
-            load_spec(path, args.overrides)
+            spec = load_spec(path, args.overrides)
         except SpecError as exc:
             problems.extend(exc.problems)
+            continue
+        missing = install_problems(spec, args.overrides)  # what its image or `runner install` would lack
+        if missing:
+            problems.extend(missing)
         else:
             say(f"{path}: ok")
     if problems:

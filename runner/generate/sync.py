@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.generate.render import DOCKERFILE_PREFIX, HEADER_MARK, WORKFLOW_PATH
+from runner.generate.render import DOCKERFILE_PREFIX, HEADER_MARK, WORKFLOW_PREFIX
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,9 @@ class Change:
 
 
 def generated_on_disk(root: Path) -> list[str]:
-    """Files under `root` that gen-ci owns: the benchmark Dockerfiles and workflow carrying its header."""
+    """Files under `root` that gen-ci owns: the benchmark Dockerfiles and workflows carrying its header."""
     candidates = sorted((root / "docker").glob(Path(DOCKERFILE_PREFIX).name + "*"))
-    candidates.append(root / WORKFLOW_PATH)
+    candidates += sorted((root / Path(WORKFLOW_PREFIX).parent).glob(Path(WORKFLOW_PREFIX).name + "*.yml"))
     return [p.relative_to(root).as_posix() for p in candidates if p.is_file() and _is_generated(p)]
 
 

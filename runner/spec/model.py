@@ -26,6 +26,7 @@ class Install:
     base_image: str
     apt: tuple[str, ...]
     pip: tuple[str, ...]
+    code: tuple[str, ...]
     env: Frozen[str, str]
     setup: tuple[SetupStep, ...]
 

@@ -89,6 +89,9 @@ PATTERN_HELP: dict[str, str] = {
     r"^[A-Za-z0-9_.*/-]+$": "a path or glob (letters, digits and _ . * / -)",
     r"^[a-z_]+(\.[A-Za-z0-9_]+)+$": "a dotted key like eval.n_episodes",
     r"^/[A-Za-z0-9_./-]*$": "an absolute path inside the container, like /tmp/out",
+    r"^(?!(.*/)?\.\.(/|$))[A-Za-z0-9_][A-Za-z0-9_./-]*$": (
+        "a directory of this project, relative to its root, like policies/my_policy (no ..)"
+    ),
 }
 
 _MISSING_KEY = "required key is missing"

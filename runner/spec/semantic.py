@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.spec import catalog
+from runner.spec.project import extra_names
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
 from runner.spec.yamlload import Document
@@ -106,7 +107,7 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
                     ("ci", "set", key), f"may only override {', '.join(s + '.*' for s in CI_SET_SECTIONS)}", at_key=True
                 )
     if ok("install"):
-        known_extras = _project_extras()
+        known_extras = extra_names()
         for i, extra in enumerate(data["install"]["extras"] if known_extras else ()):
             if extra not in known_extras:
                 add(
@@ -114,7 +115,24 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
                     f"unknown extra {extra!r} of this project (known: {', '.join(known_extras)})",
                     did_you_mean(extra, known_extras),
                 )
+        root = project_root(source)
+        for i, package in enumerate(data["install"]["code"] if root is not None else ()):
+            directory = root / package
+            if not directory.is_dir():
+                add(("install", "code", i), f"{package!r} is not a directory of this project (paths are relative "
+                    "to the directory that holds specs/)")
+            elif not ((directory / "pyproject.toml").is_file() or (directory / "setup.py").is_file()):
+                add(("install", "code", i), f"{package!r} has no pyproject.toml or setup.py, so it cannot be "
+                    "installed; make it a Python package")
     return problems
+
+
+def project_root(source: Path | None) -> Path | None:
+    """The project a spec belongs to: the parent of its `specs/` directory (None: a spec not read from a file)."""
+    if source is None:
+        return None
+    folder = source.resolve().parent
+    return folder.parent if folder.name == "specs" else folder
 
 
 def _check_env(env: dict[str, Any], add: Callable[..., None]) -> None:
@@ -172,23 +190,3 @@ def _check_policy(policy: dict[str, Any], env_type: str, add: Callable[..., None
         )
     if policy["type"] == "scripted" and env_type != "metaworld":
         add(("policy", "type"), f"scripted experts exist only for Meta-World, not {env_type!r}")
-
-
-def _project_extras() -> tuple[str, ...]:
-    """Extras of this project: from the checkout's pyproject.toml (what an image build installs), else the
-    installed `runner` distribution's metadata (which an editable install only refreshes on reinstall)."""
-    import tomllib
-    from importlib import metadata
-    from pathlib import Path
-
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    try:
-        with pyproject.open("rb") as f:
-            extras = tomllib.load(f)["project"]["optional-dependencies"]
-        return tuple(sorted(extras))
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        pass
-    try:
-        return tuple(sorted(metadata.metadata("runner").get_all("Provides-Extra") or ()))
-    except metadata.PackageNotFoundError:
-        return ()
