@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,14 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Whatever a failed test left running of a process started in its own session (start_new_session=True)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # ── results directories written with runner's own writers (for tests that then tamper with them) ──────────

@@ -185,8 +185,8 @@ def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
         "from runner.cli.main import main\n"
         f"rc = main(['gen-ci', '--check', '--root', {str(REPO)!r}])\n"
         "mods = sorted(m for m in sys.modules if m.startswith('runner.') and sys.modules[m] is not None)\n"
-        "allowed = ('runner.spec', 'runner.generate', 'runner.install', 'runner.errors', 'runner.text', 'runner.tasks',\n"
-        "           'runner.cli')\n"
+        "allowed = ('runner.spec', 'runner.generate', 'runner.install', 'runner.errors', 'runner.text',\n"
+        "           'runner.tasks', 'runner.cli')\n"
         "bad = [m for m in mods if not m.startswith(allowed)]\n"
         "print(bad)\n"
         "sys.exit(rc or bool(bad))\n"
@@ -430,7 +430,8 @@ def test_each_benchmark_has_its_own_schedule() -> None:
     files = render_case("hostile")
     nightly = yaml.safe_load(files[".github/workflows/benchmark_nightly.yml"])
     hostile = yaml.safe_load(files[".github/workflows/benchmark_hostile.yml"])
-    assert nightly[True]["schedule"] == [{"cron": "0 3 * * *"}] and hostile[True]["schedule"] == [{"cron": "30 4 * * *"}]
+    assert nightly[True]["schedule"] == [{"cron": "0 3 * * *"}]
+    assert hostile[True]["schedule"] == [{"cron": "30 4 * * *"}]
     assert all("if" not in job for workflow in (nightly, hostile) for job in workflow["jobs"].values())
 
 

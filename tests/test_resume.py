@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import kill_group
 
 from runner.results import load_ledger, read_run_file, strip_timings, validate_outputs
 
@@ -265,13 +266,16 @@ def test_sigterm_to_the_process_group_with_the_last_episodes_in_flight_is_interr
     out = tmp_path / "out"
     proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
-    deadline = time.monotonic() + TIMEOUT_S
-    while lines(out / "episodes.jsonl") < 2:  # episodes 0 and 1 are done, 2 and 3 hang
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-        time.sleep(0.05)
-    time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)  # in process: the stuck episode is abandoned after the 10 s grace
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while lines(out / "episodes.jsonl") < 2:  # episodes 0 and 1 are done, 2 and 3 hang
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)  # in process: the stuck episode is abandoned after the 10 s grace
+    finally:
+        kill_group(proc)
     assert proc.returncode == 143, stderr
     assert "interrupted after 2 of 4 episodes (SIGTERM)" in stderr and "Traceback" not in stderr
     assert read_run_file(out).state == "interrupted" and not (out / "eval_info.json").exists()
@@ -292,17 +296,20 @@ def test_a_second_signal_abandons_a_stuck_in_process_episode_at_once(tmp_path):
     spec = write_stuck_spec(tmp_path, 1)
     out = tmp_path / "out"
     proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
-    deadline = time.monotonic() + TIMEOUT_S
-    while lines(out / "episodes.jsonl") < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)
-    assert proc.poll() is None  # the first signal waits for the episode in flight (grace period)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
+                            text=True, start_new_session=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while lines(out / "episodes.jsonl") < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None  # the first signal waits for the episode in flight (grace period)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        kill_group(proc)
     assert time.monotonic() - sent < 5  # the second one stops at once
     assert proc.returncode == 130 and "interrupted after 2 of 4 episodes (SIGINT)" in stderr, stderr
     assert "Traceback" not in stderr and read_run_file(out).state == "interrupted"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import kill_group
 
 from runner.results import read_run_file, validate_outputs
 
@@ -222,9 +223,12 @@ def test_ctrl_c_during_start_up_is_one_message(tmp_path, delay_s):
     proc = subprocess.Popen([*RUNNER, "run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress",
                              "--batch-size", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    time.sleep(delay_s)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        time.sleep(delay_s)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        kill_group(proc)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     # 130, or (a Ctrl-C in the few milliseconds the forkserver is spawned with SIGINT ignored) a complete run
     assert proc.returncode == 130 or (proc.returncode == 0 and read_run_file(tmp_path / "out").state == "complete")

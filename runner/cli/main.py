@@ -14,7 +14,7 @@ from runner import __version__
 from runner.errors import RunnerError
 from runner.text import escape
 
-COMMAND_MODULES = ("validate", "list_cmd", "show", "run", "merge", "gen_ci", "prepare")
+COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "merge", "gen_ci", "prepare")
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.

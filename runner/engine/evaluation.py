@@ -38,7 +38,7 @@ from runner.engine.worker import EpisodeResult, WorkerConfig
 from runner.envs import get_adapter
 from runner.envs.gl import require_offscreen_gl
 from runner.errors import ConfigError, Interrupted
-from runner.policies import make_policy
+from runner.policies import make_policy, preflight_policy
 from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
@@ -145,6 +145,7 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     schedule = options.schedule or spec.eval.schedule
     adapter = get_adapter(spec.env.type)
     adapter.check()
+    preflight_policy(spec.policy)  # e.g. LeRobot installed, a hub id reachable: seconds, before any simulator
     preflight = getattr(adapter, "preflight", None)
     if preflight is not None:
         preflight(spec.env)  # e.g. LIBERO's assets: fail before any output exists

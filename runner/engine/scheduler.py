@@ -319,7 +319,7 @@ class Scheduler:
         self._call_policy("reset", lambda: self.policy.reset(starts), None)
 
     def _act_group(self, group: list[SlotState]) -> None:
-        observation = _stack([s.observation for s in group])
+        observation = stack_observations([s.observation for s in group])
         texts = [s.job.task.text for s in group]
         slots = [s.slot.index for s in group]
         actions = self._call_policy("select_action", lambda: self.policy.select_action(observation, texts, slots),
@@ -371,8 +371,8 @@ def _groups(states: list[SlotState]) -> list[list[SlotState]]:
     return list(groups.values())
 
 
-def _stack(observations: list[Any]) -> Any:
+def stack_observations(observations: list[Any]) -> Any:
     first = observations[0]
     if isinstance(first, dict):
-        return {k: _stack([o[k] for o in observations]) for k in first}
+        return {k: stack_observations([o[k] for o in observations]) for k in first}
     return np.stack([np.asarray(o) for o in observations])

@@ -37,6 +37,18 @@ class Missing:
     message: str
 
 
+ENV_DISTRIBUTIONS = {"metaworld": ("metaworld", "mujoco"), "libero": ("hf-libero", "mujoco")}
+POLICY_DISTRIBUTIONS = {"lerobot": ("lerobot",), "scripted": ("metaworld",)}
+
+
+def distributions(spec: Spec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(what the env imports, what the policy imports): distribution names, Gym ids of other packages aside."""
+    env = ENV_DISTRIBUTIONS.get(spec.env.type, ())
+    if spec.env.type == "gym":
+        env = tuple(n for env_id in spec.env.tasks for n in GYM_FAMILIES.get(_gym_family(env_id) or "", ((),))[0])
+    return env, POLICY_DISTRIBUTIONS.get(spec.policy.type, ())
+
+
 def renders(spec: Spec) -> bool:
     """Whether a run of the spec is known to render images: videos, or a policy that looks at them."""
     return spec.eval.videos > 0 or spec.policy.type in IMAGE_POLICIES
@@ -63,10 +75,10 @@ def missing(spec: Spec, plan: InstallPlan | None = None) -> list[Missing]:
 
     mujoco_renders = False
     if spec.env.type == "metaworld":
-        need(["metaworld", "mujoco"], "env.type metaworld", "add install.extras: [metaworld]")
+        need(ENV_DISTRIBUTIONS["metaworld"], "env.type metaworld", "add install.extras: [metaworld]")
         mujoco_renders = renders(spec)
     elif spec.env.type == "libero":
-        need(["hf-libero", "mujoco"], "env.type libero", "add install.extras: [libero]")
+        need(ENV_DISTRIBUTIONS["libero"], "env.type libero", "add install.extras: [libero]")
         absent = [p for p in BUILD_APT if p not in plan.apt]
         if absent:
             out.append(Missing(("install", "apt"), f"env.type libero needs {', '.join(absent)} to build hf-libero's "
@@ -99,9 +111,10 @@ def missing(spec: Spec, plan: InstallPlan | None = None) -> list[Missing]:
             out.append(Missing(("install", "env"), f"offscreen rendering with MuJoCo needs {setting} in install.env"))
 
     if spec.policy.type == "lerobot":
-        need(["lerobot"], "policy.type lerobot", "add install.extras: [lerobot] (and install.python: \"3.12\")")
+        need(POLICY_DISTRIBUTIONS["lerobot"], "policy.type lerobot",
+             "add install.extras: [lerobot] (and install.python: \"3.12\")")
     elif spec.policy.type == "scripted":
-        need(["metaworld"], "policy.type scripted", "add install.extras: [metaworld]")
+        need(POLICY_DISTRIBUTIONS["scripted"], "policy.type scripted", "add install.extras: [metaworld]")
     elif spec.policy.type == "python" and spec.ci.enabled and not plan.code and not plan.pip:
         out.append(Missing(("policy", "path"), f"{spec.policy.path!r} is your code, but an image gets only what the "
                            "install section declares: add its package directory to install.code (or its pinned "
@@ -142,4 +155,4 @@ def _unknown(spec: Spec):  # noqa: ANN202
     return Pos(str(spec.source or spec.name))
 
 
-__all__ = ["EGL_APT", "Missing", "missing", "problems", "renders"]
+__all__ = ["EGL_APT", "Missing", "distributions", "missing", "problems", "renders"]

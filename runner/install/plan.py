@@ -18,12 +18,14 @@ Pure data from a validated spec and this project's pyproject.toml; imports no si
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from runner.errors import ConfigError
 from runner.spec import Spec
 from runner.spec.project import extras as project_extras
 
@@ -61,6 +63,30 @@ class InstallPlan:
             code=tuple(install.code),
             env=tuple(sorted(install.env.items())),
             setup=tuple(Step(s.name, tuple(s.run)) for s in install.setup),
+        )
+
+    @classmethod
+    def union(cls, plans: Sequence[InstallPlan]) -> InstallPlan:
+        """One environment for several specs (`runner install A B`): everything each needs; one Python."""
+        pythons = sorted({p.python for p in plans})
+        if len(pythons) > 1:
+            raise ConfigError(f"the specs want different Pythons ({', '.join(pythons)}): install them into "
+                              "separate venvs")
+        env: dict[str, str] = {}
+        for plan in plans:
+            for key, value in plan.env:
+                if env.setdefault(key, value) != value:
+                    raise ConfigError(f"the specs set install.env.{key} differently ({env[key]!r}, {value!r}): "
+                                      "install them into separate venvs")
+        return cls(
+            spec_name="+".join(p.spec_name for p in plans),
+            python=pythons[0],
+            apt=tuple(sorted({a for p in plans for a in p.apt})),
+            extras=tuple(sorted({e for p in plans for e in p.extras})),
+            pip=tuple(sorted({r for p in plans for r in p.pip})),
+            code=tuple(dict.fromkeys(c for p in plans for c in p.code)),
+            env=tuple(sorted(env.items())),
+            setup=tuple(s for p in plans for s in p.setup),
         )
 
     def requirements(self) -> list[Requirement]:

@@ -25,4 +25,13 @@ def make_policy(policy: PolicySpec, env: EnvSpec) -> Policy:
     return module.make(policy, env)
 
 
-__all__ = ["ADAPTERS", "EpisodeStart", "PerEnvBatch", "PerEnvPolicy", "Policy", "make_policy"]
+def preflight_policy(policy: PolicySpec) -> None:
+    """An adapter's cheap checks (`preflight(policy)`: installed, options, a hub id reachable), before any
+    simulator, checkpoint or output; adapters without one have nothing to check early."""
+    module, _ = import_registered("policy", policy.type, ADAPTERS)
+    check = getattr(module, "preflight", None)
+    if check is not None:
+        check(policy)
+
+
+__all__ = ["ADAPTERS", "EpisodeStart", "PerEnvBatch", "PerEnvPolicy", "Policy", "make_policy", "preflight_policy"]

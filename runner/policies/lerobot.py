@@ -67,9 +67,21 @@ STATE, ENV_STATE_KEY = "observation.state", "observation.env_state"
 
 
 def make(policy: PolicySpec, env: EnvSpec) -> LeRobotPolicy:
-    forward = _options(policy.kwargs)
+    preflight(policy)
+    return LeRobotPolicy(policy, forward=_options(policy.kwargs))
+
+
+def preflight(policy: PolicySpec) -> None:
+    """Cheap checks before anything is loaded or written: options, LeRobot installed, a hub id reachable."""
+    _options(policy.kwargs)
     _import_lerobot()
-    return LeRobotPolicy(policy, forward=forward)
+    path, hub = _source(policy.path)
+    if hub:
+        from runner.policies.hub import unreachable
+
+        problem = unreachable(path)
+        if problem is not None:
+            raise _hub_error(path, problem)
 
 
 def _options(kwargs: Mapping[str, Any]) -> str:
@@ -129,10 +141,11 @@ def _source(path: str | None) -> tuple[str, bool]:
     raise ConfigError(f"policy.path {path!r}: no such directory (and not a hub id like owner/name)")
 
 
-def _hub_error(repo_id: str, exc: BaseException) -> MissingDependencyError:
+def _hub_error(repo_id: str, why: BaseException | str) -> MissingDependencyError:
+    reason = why if isinstance(why, str) else f"{type(why).__name__}; offline?"
     return MissingDependencyError(
         f"policy.path {repo_id!r} is a Hugging Face hub id and it could not be fetched "
-        f"({type(exc).__name__}; offline?). Download it where the hub is reachable "
+        f"({reason}). Download it where the hub is reachable "
         f"(hf download {repo_id} --local-dir DIR) and pass the directory instead: --set policy.path=DIR")
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.spec import catalog
-from runner.spec.project import extra_names
 from runner.spec.problems import Problem, did_you_mean, dotted
+from runner.spec.project import extra_names
 from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
 from runner.spec.yamlload import Document
 from runner.tasks import plan_size_problem

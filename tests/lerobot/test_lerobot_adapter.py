@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,16 +204,28 @@ def test_feature_mismatch_fails_before_any_step(policy_dirs, tmp_path: Path) -> 
     assert not ledger.exists() or ledger.read_text() == ""
 
 
-def test_hub_id_offline_names_the_repo_and_the_fix(tmp_path: Path) -> None:
-    """specs/metaworld.yaml as written (pepijn223/smolvla_metaworld) with the hub offline: exit 3, one message."""
+@pytest.mark.parametrize("offline", ["HF_HUB_OFFLINE=1", "no network"])
+def test_hub_id_offline_names_the_repo_and_the_fix(tmp_path: Path, offline: str) -> None:
+    """specs/metaworld.yaml as written (pepijn223/smolvla_metaworld) with the hub offline: exit 3, one message,
+    within seconds (no retries): told by HF_HUB_OFFLINE, or found by one connection attempt to the hub."""
+    env = subprocess_env()
+    if offline == "no network":
+        env.pop("HF_HUB_OFFLINE", None)
+        env["HF_ENDPOINT"] = "https://127.0.0.1:9"  # nothing listens there: the same answer as a closed network
+        for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            env.pop(name, None)
+    start = time.monotonic()
     proc = subprocess.run(
         [venv_bin("runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(tmp_path / "out"),
          "--set", f"env.task={TASK}", "--set", "eval.n_episodes=1"],
-        capture_output=True, text=True, env=subprocess_env(), cwd=REPO, timeout=600)
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    elapsed = time.monotonic() - start
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "'pepijn223/smolvla_metaworld'" in proc.stderr
     assert "--set policy.path=DIR" in proc.stderr
+    assert elapsed < 10, f"{elapsed:.1f} s"
+    assert not (tmp_path / "out").exists()  # nothing written
 
 
 def test_empty_cameras_on_a_policy_without_them(policy_dirs) -> None:
