@@ -158,7 +158,8 @@ TINY = ["--set", "eval.n_episodes=1", "--set", "env.max_steps=3", "--set", "eval
 @pytest.mark.parametrize("name", [p.stem for p in default_spec_paths(REPO)])
 def test_every_shipped_image_runs_its_spec(name, tmp_path):
     files = render(load_specs(default_spec_paths(REPO)), REPO)
-    extra = {"RUNNER_LIBERO_ASSETS": libero_assets()} if name == "libero" else {}
+    extra = {"RUNNER_LIBERO_ASSETS": libero_assets(), "LIBERO_CONFIG_PATH": str(tmp_path / "libero-config")} \
+        if name == "libero" else {}
     extra["HF_HUB_OFFLINE"] = "1"
     budget = [*TINY, "--set", "policy.type=random"]  # the hub policy cannot be fetched here (see the docstring)
     proc = replay(REPO, name, files, tmp_path, extra, budget)

@@ -233,3 +233,21 @@ def test_ctrl_c_during_start_up_is_one_message(tmp_path, delay_s):
     # 130, or (a Ctrl-C in the few milliseconds the forkserver is spawned with SIGINT ignored) a complete run
     assert proc.returncode == 130 or (proc.returncode == 0 and read_run_file(tmp_path / "out").state == "complete")
     assert stderr.count("runner: ") <= 1 and ("interrupted" in stderr or proc.returncode == 0), stderr
+
+
+@pytest.mark.parametrize("batch", ["1", "2"])
+def test_no_offscreen_gl_fails_fast_with_the_fix_before_anything_is_written(tmp_path, batch):
+    """Without a working GL platform MuJoCo would abort the process at batch size 1 (GLFW without a display)
+    and fail every episode in the workers: the run checks rendering first and stops with one message."""
+    data = yaml.safe_load(write_spec(tmp_path, policy={"type": "random"}, max_steps=5).read_text())
+    data["install"]["env"] = {}
+    data["eval"]["videos"] = 1
+    spec = tmp_path / "t.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "PYOPENGL_PLATFORM")}
+    env["MUJOCO_GL"] = "glfw"
+    proc = subprocess.run([*RUNNER, "run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress",
+                           "--batch-size", batch], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "MuJoCo cannot render offscreen here (MUJOCO_GL=glfw)" in proc.stderr and "MUJOCO_GL=egl" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

@@ -590,3 +590,13 @@ def test_local_overrides_are_not_judged_together_with_ci_set(repo_root: Path) ->
     # ci.set narrows metaworld to one task for CI; a local run selecting task ids of a group must still load.
     spec = load_spec(repo_root / "specs/metaworld.yaml", ["env.task=easy", "env.task_ids=[0, 1]"])
     assert spec.env.task_ids == (0, 1)
+
+
+def test_a_very_deep_set_key_is_one_problem(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\n" + MINIMAL)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, [".".join(["a"] * 3000) + "=1"])
+    [problem] = caught.value.problems
+    assert "the key has 3000 parts; a spec is at most 50 levels deep" in str(problem)
+    assert len(str(problem)) < 300  # the override is cut in the message
