@@ -9,9 +9,9 @@
 set -euo pipefail
 
 # Versions the parity tests are pinned to: LeRobot pins metaworld 3.0.0, and mujoco 4.x breaks it at reset.
-LEROBOT_REQ="lerobot[metaworld,diffusion]==0.6.1"  # diffusion: a random diffusion policy in the tests
+LEROBOT_REQ="lerobot[metaworld,diffusion,pusht,aloha]==0.6.1"  # diffusion: a random diffusion policy in the tests
 MUJOCO_REQ="mujoco==3.8.1"
-PROJECT_EXTRAS="metaworld,lerobot,dev"
+PROJECT_EXTRAS="metaworld,pusht,aloha,lerobot,diffusion,dev"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${LEROBOT_VENV:-$repo_root/.venv-lerobot}"

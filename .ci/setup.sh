@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up .venv (Python 3.11+) with runner, Meta-World and the dev tools (linters included),
+# Set up .venv (Python 3.11+) with runner, Meta-World, PushT, ALOHA and the dev tools (linters included),
 # and the Mesa EGL packages that offscreen MuJoCo rendering needs. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,6 @@ pip_install() {  # quiet pip that still fails loudly; drops this machine's local
   return "$status"
 }
 pip_install --upgrade pip
-echo "setup: pip install -e .[metaworld,dev]"
-pip_install -e ".[metaworld,dev]"
+echo "setup: pip install -e .[metaworld,pusht,aloha,dev]"
+pip_install -e ".[metaworld,pusht,aloha,dev]"
 .venv/bin/runner --version

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: set everything up, then run the whole test suite.
 #   core suite:    .venv (Python 3.11) — spec, generate (with the real linters), engine on real Meta-World,
-#                  LIBERO with the offline test assets
+#                  LIBERO with the offline test assets, PushT and ALOHA
 #   lerobot suite: .venv-lerobot (Python 3.12, LeRobot 0.6.1) — the LeRobot policy adapter, parity with the
-#                  real lerobot-eval on Meta-World and LIBERO, and the spec tests again on Python 3.12
+#                  real lerobot-eval on Meta-World, LIBERO, PushT and ALOHA, and the spec tests again on 3.12
 # Exits non-zero on any failure, and when a suite collected no tests (pytest exit 5).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -69,11 +69,10 @@ def available_cpus(n: int, seconds: float = 1.0) -> float:
 
 def single_process(spec, tasks, n_episodes: int) -> dict:
     """The workload in this process with no engine: per task one env, episodes one after the other."""
+    import runner.envs.metaworld.preload  # noqa: F401  (the one-time asset cache load, as in runner's forkserver)
     from runner.envs import ENV_STATE, get_adapter
     from runner.policies.base import EpisodeStart
-    from runner.policies.scripted import ScriptedExpert
-
-    import runner.envs.metaworld_preload  # noqa: F401  (the one-time asset cache load, as in runner's forkserver)
+    from runner.policies.scripted.policy import ScriptedExpert
 
     adapter = get_adapter("metaworld")
     steps = 0
@@ -126,7 +125,7 @@ def plain_parallel(overrides: list[str], workers: int) -> dict:
     import multiprocessing as mp
 
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["metaworld", "metaworld.policies", "runner.envs.metaworld_preload"])
+    ctx.set_forkserver_preload(["metaworld", "metaworld.policies", "runner.envs.metaworld.preload"])
     out = ctx.Queue()
     procs = [ctx.Process(target=_plain_part, args=(i, workers, overrides, out)) for i in range(workers)]
     for p in procs:
@@ -166,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from runner.spec import load_spec
 
     n_episodes = 4 if args.quick else 10
-    from runner.spec.catalog import METAWORLD_GROUPS
+    from runner.envs.metaworld.catalog import METAWORLD_GROUPS
 
     task = ",".join(METAWORLD_GROUPS["easy"][:4]) if args.quick else "easy"
     overrides = ["policy.type=scripted", "policy.path=null", f"env.task={task}", f"eval.n_episodes={n_episodes}",

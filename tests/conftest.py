@@ -21,6 +21,9 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 REPO = Path(__file__).resolve().parents[1]
 
 
+SHIPPED = ("aloha", "aloha_transfer_cube", "libero", "metaworld", "pusht")  # the benchmarks in specs/
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
@@ -37,6 +40,18 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+def read_video(path: Path) -> tuple[dict, list]:
+    """(imageio's metadata, the frames as arrays) of a video file."""
+    import imageio.v2 as iio
+    import numpy as np
+
+    reader = iio.get_reader(path)
+    try:
+        return reader.get_meta_data(), [np.asarray(f) for f in reader]
+    finally:
+        reader.close()
 
 
 def kill_group(proc: subprocess.Popen) -> None:

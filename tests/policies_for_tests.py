@@ -142,3 +142,31 @@ class ExitsInSelect(ZeroBatched):
 
 def exits_in_select() -> ExitsInSelect:
     return ExitsInSelect()
+
+
+class Balance:
+    """Per-env CartPole policy: push towards the side the pole falls to (it balances to the time limit)."""
+
+    observation_keys = ("agent_pos",)
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        state = np.asarray(observation["agent_pos"])
+        return np.int64(state[2] + 0.5 * state[3] > 0)
+
+
+def balance() -> Balance:
+    return Balance()
+
+
+class Hold:
+    """Per-env: the action is the robot's own state (PushT's agent position, ALOHA's joint positions): it holds
+    still, deterministically, whatever the batch size."""
+
+    observation_keys = ("agent_pos",)
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        return np.asarray(observation["agent_pos"], dtype=np.float32)
+
+
+def hold() -> Hold:
+    return Hold()

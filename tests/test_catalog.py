@@ -1,10 +1,12 @@
-"""runner.spec.catalog (used without any simulator) agrees with the installed Meta-World."""
+"""Meta-World's catalog (runner.envs.metaworld.catalog, read without any simulator) and the scripted policy's
+experts agree with the installed Meta-World."""
 
 from __future__ import annotations
 
 import pytest
 
-from runner.spec import catalog
+from runner.envs.metaworld import catalog
+from runner.policies.scripted import EXPERTS
 
 pytest.importorskip("metaworld")
 import metaworld  # noqa: E402
@@ -14,13 +16,13 @@ from metaworld import env_dict  # noqa: E402
 
 def test_the_catalog_names_every_v3_task():
     """Same set as Meta-World's MT1/MT50 (the catalog keeps LeRobot's task order, which differs from MT50's)."""
-    assert len(catalog.METAWORLD_TASKS) == 50
+    assert len(catalog.METAWORLD_TASKS) == 50 and list(EXPERTS) == list(catalog.METAWORLD_TASKS)
     assert set(catalog.METAWORLD_TASKS) == set(metaworld.MT1.ENV_NAMES) == set(env_dict.MT50_V3)
 
 
 @pytest.mark.parametrize("name", list(catalog.METAWORLD_TASKS))
 def test_task_has_its_expert_and_text(name):
-    text, expert = catalog.METAWORLD_TASKS[name]
+    text, expert = catalog.METAWORLD_TASKS[name], EXPERTS[name]
     assert name in env_dict.ALL_V3_ENVIRONMENTS
     assert issubclass(getattr(metaworld.policies, expert), metaworld.policies.policy.Policy)
     assert text and text == text.strip()

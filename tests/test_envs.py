@@ -9,9 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from runner.envs import ADAPTERS, AGENT_POS, ENV_STATE, PIXELS, get_adapter
+from runner.adapters import names
+from runner.envs import AGENT_POS, ENV_STATE, PIXELS, get_adapter
+from runner.envs.metaworld import catalog
 from runner.errors import ConfigError, MissingDependencyError
-from runner.spec import EnvSpec, catalog
+from runner.policies.scripted import EXPERTS
+from runner.spec import EnvSpec
 from runner.spec.model import build
 
 pytest.importorskip("metaworld")
@@ -21,7 +24,7 @@ import metaworld.policies  # noqa: E402
 
 def env_spec(**overrides) -> EnvSpec:
     data = {"type": "metaworld", "task": "push-v3", "task_ids": None, "camera_name_mapping": {},
-            "max_steps": None, "success_key": None, "kwargs": {}}
+            "max_steps": None, "success": {"info_key": None, "min_return": None, "survive": False}, "kwargs": {}}
     data.update(overrides)
     return build(EnvSpec, data)
 
@@ -47,7 +50,7 @@ def make(name: str = "push-v3", obs_keys=None, **overrides):
 # ── registry ─────────────────────────────────────────────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize("env_type", [t for t in ADAPTERS if t != "libero"])
+@pytest.mark.parametrize("env_type", [t for t in names("env") if t != "libero"])
 def test_registry_builds_every_adapter(env_type):
     assert get_adapter(env_type).name == env_type
 
@@ -66,7 +69,7 @@ def test_metaworld_groups_expand_in_catalog_order(group):
     assert [t.name for t in tasks] == list(catalog.METAWORLD_GROUPS[group])
     assert [t.task_id for t in tasks] == list(range(len(tasks)))
     assert {t.group for t in tasks} == {group}
-    assert all(t.text == catalog.METAWORLD_TASKS[t.name][0] for t in tasks)
+    assert all(t.text == catalog.METAWORLD_TASKS[t.name] for t in tasks)
 
 
 def test_metaworld_prefix_comma_list_and_task_ids():
@@ -101,11 +104,6 @@ def test_metaworld_max_steps():
         adapter.max_steps(task, env_spec(max_steps=501))
 
 
-def test_metaworld_unknown_kwargs():
-    with pytest.raises(ConfigError, match="unknown Meta-World option.*camera"):
-        make(kwargs={"camera": "corner"})
-
-
 # ── Meta-World set-up identical to LeRobot's ─────────────────────────────────────────────────────────
 
 
@@ -113,7 +111,7 @@ def test_metaworld_unknown_kwargs():
 @pytest.mark.parametrize("name", list(catalog.METAWORLD_TASKS))
 def test_task_data_equals_mt1_seed_42(name):
     """runner computes MT1(name, seed=42).train_tasks[0] with one reset; the task data must be the same."""
-    from runner.envs.metaworld import build_lerobot_env
+    from runner.envs.metaworld.adapter import build_lerobot_env
 
     reference = pickle.loads(metaworld.MT1(name, seed=42).train_tasks[0].data)
     env = build_lerobot_env(name)
@@ -128,7 +126,7 @@ def test_episode_equals_lerobot_recipe(name):
     """Same observations, rewards and success as an env built by LeRobot's recipe, for two seeds."""
     ours = make(name, obs_keys=frozenset({AGENT_POS, ENV_STATE}))
     reference = lerobot_reference_env(name)
-    expert = getattr(metaworld.policies, catalog.METAWORLD_TASKS[name][1])()
+    expert = getattr(metaworld.policies, EXPERTS[name])()
     for seed in (1000, 1003):
         obs, info = ours.reset(seed=seed)
         reference.seed(seed)
@@ -211,24 +209,24 @@ def test_episode_depends_only_on_its_seed():
 
 
 def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
-    """`runner.envs.metaworld_preload` (imported by the worker forkserver) leaves the meshes in MuJoCo's
+    """`runner.envs.metaworld.preload` (imported by the worker forkserver) leaves the meshes in MuJoCo's
     cache, the global NumPy RNG as it was, and loads no GL module that `metaworld` did not already load."""
     code = (
         "import sys, numpy as np, mujoco, metaworld\n"
         "np.random.seed(7); before = np.random.get_state()[1].copy()\n"
         "gl = {m for m in sys.modules if 'OpenGL' in m or 'egl' in m.lower()}\n"
         "assert mujoco.mj_getCacheSize(mujoco.mj_getCache()) == 0\n"
-        "import runner.envs.metaworld_preload\n"
+        "import runner.envs.metaworld.preload\n"
         "assert mujoco.mj_getCacheSize(mujoco.mj_getCache()) > 10_000_000\n"
         "assert (np.random.get_state()[1] == before).all()\n"
         "assert {m for m in sys.modules if 'OpenGL' in m or 'egl' in m.lower()} == gl\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "runner.envs.metaworld_preload" in get_adapter("metaworld").preload
+    assert "runner.envs.metaworld.preload" in get_adapter("metaworld").preload
     # A failing warm-up must not raise: the forkserver survives only ImportError from its preloads.
     broken = ("from metaworld import env_dict; env_dict.ALL_V3_ENVIRONMENTS = {}\n"
-              "import runner.envs.metaworld_preload\n")
+              "import runner.envs.metaworld.preload\n")
     done = subprocess.run([sys.executable, "-c", broken], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -261,16 +259,15 @@ def test_gym_unknown_id_and_missing_module():
 
 def test_gym_env_observations_success_and_rate():
     adapter = get_adapter("gym")
-    spec = gym_spec(task="Pendulum-v1", success_key="is_success")
+    spec = gym_spec(task="Pendulum-v1", success={"info_key": None, "min_return": -5.0, "survive": False})
     env = adapter.make(adapter.tasks(spec)[0], spec, obs_keys=None, video=False)
     obs, info = env.reset(seed=4)
     assert set(obs) == {AGENT_POS} and obs[AGENT_POS].shape == (3,)
-    assert info["is_success"] is False
     obs2, _ = env.reset(seed=4)
     np.testing.assert_array_equal(obs[AGENT_POS], obs2[AGENT_POS])
     obs, reward, terminated, truncated, info = env.step(np.array([0.5], dtype=np.float32))
-    assert isinstance(reward, float) and info["is_success"] is False
-    assert env.control_fps == pytest.approx(20.0)  # Pendulum: dt = 0.05 s
+    assert isinstance(reward, float) and info["is_success"] is (reward >= -5.0)  # min_return: the summed reward
+    assert env.control_fps == pytest.approx(30.0)  # its render_fps (Gymnasium's RecordVideo and lerobot-eval use it)
     env.close()
 
 
@@ -284,11 +281,8 @@ def test_gym_pixels_rendered_on_request():
     env.close()
 
 
-def test_gym_missing_render_dependency_is_clear():
-    import importlib.util
-
-    if importlib.util.find_spec("pygame") is not None:
-        pytest.skip("pygame is installed: CartPole can render")
+def test_gym_missing_render_dependency_is_clear(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pygame", None)  # as if not installed (.venv has it, for gym-pusht)
     adapter = get_adapter("gym")
     spec = gym_spec()
     env = adapter.make(adapter.tasks(spec)[0], spec, obs_keys=frozenset({PIXELS}), video=False)
@@ -313,8 +307,9 @@ def test_video_frames_for_state_policies_are_cheap_but_real():
     assert 60 < a.mean() < 200 and 60 < b.mean() < 200  # a scene, not a blank frame
     assert np.abs(a.astype(int) - b.astype(int)).mean() < 20  # the same view, without shadows
     assert not np.array_equal(a, b)
-    with pytest.raises(ConfigError, match="video_quality must be one of fast, full"):
-        make("reach-v3", kwargs={"video_quality": "best"})
+    from runner.envs.metaworld import KWARGS_SCHEMA
+
+    assert KWARGS_SCHEMA["properties"]["video_quality"]["enum"] == ["fast", "full"]  # checked when a spec loads
     fast.close()
     full.close()
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import SHIPPED
 
 from runner.cli.main import main
 from runner.errors import ConfigError
@@ -30,7 +31,7 @@ from runner.spec.yamlload import load
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = REPO / "templates"
-WORKFLOWS = {name: f".github/workflows/benchmark_{name}.yml" for name in ("libero", "metaworld")}
+WORKFLOWS = {name: f".github/workflows/benchmark_{name}.yml" for name in SHIPPED}
 GOLDEN = REPO / "tests" / "golden" / "generate"
 GOLDEN_CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "specs").is_dir())
 # What a gen-ci run reads and writes; a temp copy of these behaves like the repository.
@@ -109,12 +110,13 @@ def test_committed_files_are_current(capsys: pytest.CaptureFixture, update_golde
         assert gen_ci(capsys, "--root", str(REPO))[0] == 0
     code, out, err = gen_ci(capsys, "--check", "--root", str(REPO))
     assert (code, err) == (0, ""), out + err
-    assert "4 generated files are up to date" in out
+    assert f"{2 * len(SHIPPED)} generated files are up to date" in out
 
 
 def test_committed_file_set() -> None:
     files = render(load_specs(default_spec_paths(REPO)), REPO)
-    dockerfiles = ["docker/Dockerfile.benchmark.libero", "docker/Dockerfile.benchmark.metaworld"]
+    assert [p.stem for p in default_spec_paths(REPO)] == list(SHIPPED)
+    dockerfiles = [f"docker/Dockerfile.benchmark.{name}" for name in SHIPPED]
     assert sorted(files) == sorted([*WORKFLOWS.values(), *dockerfiles])
 
 
@@ -177,7 +179,8 @@ def test_no_absolute_paths_or_machine_details(tmp_path: Path) -> None:
 
 
 def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
-    """generate needs only runner.spec and jinja2: block the simulators and still check everything."""
+    """generate needs only runner.spec, the adapters' descriptors and jinja2: block the simulators and still
+    check everything."""
     code = (
         "import sys\n"
         "for name in ('metaworld', 'mujoco', 'gymnasium', 'libero', 'torch', 'lerobot', 'numpy', 'imageio'):\n"
@@ -186,8 +189,9 @@ def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
         f"rc = main(['gen-ci', '--check', '--root', {str(REPO)!r}])\n"
         "mods = sorted(m for m in sys.modules if m.startswith('runner.') and sys.modules[m] is not None)\n"
         "allowed = ('runner.spec', 'runner.generate', 'runner.install', 'runner.errors', 'runner.text',\n"
-        "           'runner.tasks', 'runner.cli')\n"
-        "bad = [m for m in mods if not m.startswith(allowed)]\n"
+        "           'runner.tasks', 'runner.cli', 'runner.adapters', 'runner.envs', 'runner.policies')\n"
+        "runtime = ('.adapter', '.policy', '.preload', '.base')  # the descriptors only, never what builds envs\n"
+        "bad = [m for m in mods if not m.startswith(allowed) or m.endswith(runtime)]\n"
         "print(bad)\n"
         "sys.exit(rc or bool(bad))\n"
     )
@@ -277,7 +281,8 @@ def test_check_reports_missing_and_orphaned_files(tmp_path: Path, capsys: pytest
     code, out, err = gen_ci(capsys, "--root", str(copy))
     assert code == 0 and "removed docker/Dockerfile.benchmark.metaworld" in out
     left = sorted(p.name for p in (copy / "docker").iterdir())
-    assert left == ["Dockerfile.benchmark.custom", "Dockerfile.benchmark.libero"]
+    assert left == sorted(["Dockerfile.benchmark.custom", *(f"Dockerfile.benchmark.{n}" for n in SHIPPED
+                                                           if n != "metaworld")])
     assert hand_written.read_text() == "FROM debian:bookworm-slim\n"
     assert gen_ci(capsys, "--check", "--root", str(copy))[0] == 0
 
@@ -354,9 +359,10 @@ def test_workflow_covers_the_reference_features(name: str) -> None:
     assert "workflow_dispatch" in on and on["schedule"] == [{"cron": "0 2 * * 1"}]
     for event in ("push", "pull_request"):
         assert on[event]["branches"] == ["main"]
+        parents = {"specs/aloha.yaml"} if name == "aloha_transfer_cube" else set()  # what it extends
         assert set(on[event]["paths"]) == {f"specs/{name}.yaml", "specs/_common.yaml", "templates/**", "runner/**",
                                            "schema/**", f"docker/Dockerfile.benchmark.{name}", WORKFLOWS[name],
-                                           "pyproject.toml"}
+                                           "pyproject.toml", *parents}
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["concurrency"]["cancel-in-progress"] is True
     assert list(workflow["jobs"]) == [name]
@@ -472,7 +478,7 @@ HOSTILE_FIELDS = {
     "name": lambda d: d.update(name=HOSTILE),
     "extends": lambda d: d.update(extends=HOSTILE),
     "env.task": lambda d: d["env"].update(task=HOSTILE),
-    "env.success_key": lambda d: d["env"].update(success_key=HOSTILE),
+    "env.success.info_key": lambda d: d["env"].update(success={"info_key": HOSTILE}),
     "env.camera_name_mapping key": lambda d: d["env"].update(camera_name_mapping={HOSTILE: "camera1"}),
     "policy.path": lambda d: d["policy"].update(path=HOSTILE),
     "policy.device": lambda d: d["policy"].update(device=HOSTILE),

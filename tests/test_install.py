@@ -190,7 +190,7 @@ def test_doctor_prints_exactly_the_failing_lines(tmp_path, case, expected):
     pytest.importorskip("metaworld")
     env = dict(os.environ)
     if case == "a package of the spec is not installed":
-        spec = write(tmp_path, "pkg", {"install": {**MW, "pip": ["gym-pusht==0.1.8"]},
+        spec = write(tmp_path, "pkg", {"install": {**MW, "pip": ["box2d==2.3.10"]},
                                        "env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}})
     elif case == "offscreen GL does not work":
         spec = write(tmp_path, "gl", {"install": {**MW, "env": {}}, "env": {"type": "metaworld", "task": "push-v3"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.cli.main import main_inner
-from runner.spec import catalog
+from runner.envs.metaworld import catalog
 
 
 def listed(capsys, *args: str) -> list[str]:
@@ -18,7 +18,7 @@ def test_metaworld_lists_50_tasks_with_text(capsys, repo_root, monkeypatch):
     lines = listed(capsys, "specs/metaworld.yaml")
     tasks = [line for line in lines if line.startswith("  mt50_")]
     assert len(tasks) == 50
-    for line, (name, (text, _)) in zip(tasks, catalog.METAWORLD_TASKS.items(), strict=True):
+    for line, (name, text) in zip(tasks, catalog.METAWORLD_TASKS.items(), strict=True):
         assert name in line and line.endswith(text)
 
 
@@ -33,6 +33,16 @@ def test_names_only(capsys, repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
     lines = listed(capsys, "specs/metaworld.yaml", "--names-only")
     assert lines[0].startswith("metaworld:") and not any("_0 " in line for line in lines)
+
+
+def test_every_shipped_benchmark_is_listed(capsys, repo_root, monkeypatch):
+    monkeypatch.chdir(repo_root)
+    lines = listed(capsys, "--names-only")
+    names = [line.split(":")[0] for line in lines if not line.startswith(" ")]
+    assert names == ["aloha", "aloha_transfer_cube", "libero", "metaworld", "pusht"]
+    lines = listed(capsys, "specs/pusht.yaml", "specs/aloha.yaml")
+    assert "  gym_0   gym_pusht:gym_pusht/PushT-v0     (no task text)" in lines
+    assert any(line.split()[-2:] == ["gym_aloha:gym_aloha/AlohaInsertion-v0", "insertion"] for line in lines)
 
 
 def test_gym_spec(capsys, tmp_path):

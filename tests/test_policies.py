@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from runner.adapters import names
 from runner.envs import base as env_base
 from runner.errors import ConfigError, EvaluationError
-from runner.policies import ADAPTERS, EpisodeStart, PerEnvBatch, make_policy
+from runner.policies import EpisodeStart, PerEnvBatch, make_policy
 from runner.policies import base as policy_base
 from runner.policies.base import observation_row
 from runner.spec import EnvSpec, PolicySpec
@@ -25,8 +26,8 @@ def policy_spec(type_: str, path: str | None = None, **kwargs) -> PolicySpec:
 
 
 def env_spec(type_: str = "metaworld", task: str = "push-v3") -> EnvSpec:
-    return build(EnvSpec, {"type": type_, "task": task, "task_ids": None, "camera_name_mapping": {},
-                           "max_steps": None, "success_key": None, "kwargs": {}})
+    return build(EnvSpec, {"type": type_, "task": task, "task_ids": None, "camera_name_mapping": {}, "max_steps": None,
+                           "success": {"info_key": None, "min_return": None, "survive": False}, "kwargs": {}})
 
 
 def start(slot: int = 0, seed: int = 1000, task: TaskRef = PUSH, space=BOX, k: int = 0) -> EpisodeStart:
@@ -43,7 +44,7 @@ def test_registry_unknown_type():
         make_policy(policy_spec("scriptd"), env_spec())
 
 
-@pytest.mark.parametrize("type_", [t for t in ADAPTERS if t not in ("lerobot", "python")])
+@pytest.mark.parametrize("type_", [t for t in names("policy") if t not in ("lerobot", "python")])
 def test_builtin_policies_offer_a_per_env_form(type_):
     policy = make_policy(policy_spec(type_), env_spec())
     assert callable(policy.per_env())
@@ -74,11 +75,16 @@ def test_scripted_expert_reads_the_raw_state():
     np.testing.assert_array_equal(action[0], expected)
 
 
-def test_scripted_refuses_other_envs_and_kwargs():
-    with pytest.raises(ConfigError, match="only for Meta-World"):
-        make_policy(policy_spec("scripted"), env_spec("gym", "CartPole-v1"))
-    with pytest.raises(ConfigError, match="takes none"):
-        make_policy(policy_spec("scripted", gain=2), env_spec())
+def test_scripted_refuses_other_envs_and_kwargs(tmp_path):
+    """Checked once, by the spec layer against the type's descriptor (runner.policies.scripted.TYPE)."""
+    from runner.spec import load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nenv: {type: gym, task: CartPole-v1}\npolicy: {type: scripted, kwargs: {gain: 2}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_spec(path)
+    assert "policy type 'scripted' runs only with env type metaworld, not 'gym'" in str(caught.value)
+    assert "policy.kwargs.gain: unknown key (no keys are allowed here)" in str(caught.value)
 
 
 # ── random ───────────────────────────────────────────────────────────────────────────────────────────

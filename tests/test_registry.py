@@ -1,35 +1,96 @@
-"""`runner.registry.import_registered`: the lookup behind `env.type` and `policy.type`."""
+"""runner.adapters: the open registry of env families and policy types, and every registered descriptor."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
+from runner.adapters import (
+    BUILTIN_ENVS,
+    BUILTIN_POLICIES,
+    EnvFamily,
+    PolicyType,
+    descriptor,
+    env_family,
+    import_target,
+    names,
+    policy_type,
+    runtime,
+)
 from runner.errors import ConfigError
-from runner.registry import import_registered
+from runner.spec.schema import schema
 
-REGISTRY = {"json": "json:dumps", "gone": "runner_no_such_module:Thing", "plain": "json"}
+ENVS, POLICIES = names("env"), names("policy")
 
 
-def test_registered_module_and_attribute():
-    module, attribute = import_registered("env", "json", REGISTRY)
-    assert module.__name__ == "json" and attribute == "dumps"
-    assert import_registered("policy", "plain", REGISTRY)[1] == ""
+@pytest.mark.parametrize("name", ENVS)
+def test_every_env_family_is_one_light_package_with_a_runtime(name):
+    family = env_family(name)
+    assert isinstance(family, EnvFamily) and family.name == name and family.summary
+    jsonschema.Draft202012Validator.check_schema(dict(family.kwargs_schema))
+    module, attribute = import_target("env", name, family.runtime)
+    assert module.__name__ == f"{family.runtime.partition(':')[0]}" and getattr(module, attribute).name == name
+    if name in BUILTIN_ENVS:
+        assert family.runtime.startswith(f"runner.envs.{name}.")  # one home: runner/envs/<name>/
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_policy_type_is_one_light_package_with_a_runtime(name):
+    kind = policy_type(name)
+    assert isinstance(kind, PolicyType) and kind.name == name and kind.summary
+    jsonschema.Draft202012Validator.check_schema(dict(kind.kwargs_schema))
+    assert callable(runtime("policy", name))
+    if name in BUILTIN_POLICIES:
+        assert kind.runtime.startswith(f"runner.policies.{name}.")
+    for env in kind.envs or ():
+        assert env in ENVS
+
+
+def test_the_schema_lists_the_builtin_types_for_editors():
+    """schema/benchmark.schema.json names the built-ins (editors complete them); plugins are added at validation."""
+    defs = schema()["$defs"]
+    assert defs["env"]["properties"]["type"]["enum"] == list(BUILTIN_ENVS)
+    assert defs["policy"]["properties"]["type"]["enum"] == list(BUILTIN_POLICIES)
+
+
+def test_descriptors_import_no_simulator_nor_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for name in ('numpy', 'gymnasium', 'mujoco', 'metaworld', 'libero', 'torch', 'lerobot'):\n"
+            "    sys.modules[name] = None\n"
+            "from runner.adapters import env_family, policy_type, names\n"
+            "[env_family(n) for n in names('env')]; [policy_type(n) for n in names('policy')]\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def test_unknown_name_suggests_the_closest():
-    with pytest.raises(ConfigError, match=r"unknown policy type 'jsno'; did you mean 'json'\? "
-                                          r"\(known: json, gone, plain\)"):
-        import_registered("policy", "jsno", REGISTRY)
+    with pytest.raises(ConfigError, match=r"unknown policy type 'scriptd'; did you mean 'scripted'\? \(known: "):
+        descriptor("policy", "scriptd")
+    with pytest.raises(ConfigError, match=r"unknown env type 'metaword'; did you mean 'metaworld'"):
+        env_family("metaword")
 
 
-def test_registered_module_missing_from_the_installation():
+def test_a_registered_module_missing_from_the_installation():
     with pytest.raises(ConfigError, match=r"env type 'gone' has no adapter in this installation "
                                           r"\(runner_no_such_module is missing\)"):
-        import_registered("env", "gone", REGISTRY)
+        import_target("env", "gone", "runner_no_such_module:Thing")
 
 
 def test_a_missing_dependency_inside_the_module_is_not_hidden(tmp_path, monkeypatch):
     (tmp_path / "adapter_with_bad_import.py").write_text("import runner_no_such_dependency\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError, match="runner_no_such_dependency"):
-        import_registered("env", "bad", {"bad": "adapter_with_bad_import:Adapter"})
+        import_target("env", "bad", "adapter_with_bad_import:Adapter")
+
+
+def test_kwargs_schemas_are_json():
+    for name in ENVS:
+        json.dumps(dict(env_family(name).kwargs_schema))
+    for name in POLICIES:
+        json.dumps(dict(policy_type(name).kwargs_schema))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import imageio.v2 as iio
 import numpy as np
 import pytest
+from conftest import read_video
 
 from runner.results.video import VideoWriter
 
@@ -19,16 +19,6 @@ def frames(n: int, h: int, w: int) -> list[np.ndarray]:
     return out
 
 
-def read_back(path):
-    reader = iio.get_reader(path)
-    try:
-        meta = reader.get_meta_data()
-        data = [np.asarray(f) for f in reader]
-    finally:
-        reader.close()
-    return meta, data
-
-
 @pytest.mark.parametrize(("fps", "h", "w"), [(80.0, 64, 48), (20.0, 33, 47)], ids=["80fps-even", "20fps-odd"])
 def test_written_video_reads_back(tmp_path, fps, h, w):
     path = tmp_path / "videos" / "easy_0" / "eval_episode_0.mp4"
@@ -38,7 +28,7 @@ def test_written_video_reads_back(tmp_path, fps, h, w):
             writer.add(f)
     assert writer.n_frames == 25
     assert [p.name for p in path.parent.iterdir()] == ["eval_episode_0.mp4"]  # no temp file left
-    meta, data = read_back(path)
+    meta, data = read_video(path)
     assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p")
     assert meta["fps"] == pytest.approx(fps)
     assert len(data) == 25

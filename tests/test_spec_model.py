@@ -224,13 +224,13 @@ def test_spec_is_deeply_immutable(path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_mutating_the_source_data_does_not_reach_the_spec(here: Path) -> None:
     text = (
-        "name: kw\nenv:\n  type: gym\n  task: CartPole-v1\n  kwargs: {nested: {items: [1, 2]}}\n"
-        "policy:\n  type: random\n"
+        "name: kw\nenv:\n  type: gym\n  task: CartPole-v1\n"
+        "policy:\n  type: python\n  path: mine:make\n  kwargs: {nested: {items: [1, 2]}}\n"
     )
     spec = load_spec(write(here, "kw.yaml", text))
     with pytest.raises(TypeError):
-        spec.env.kwargs["nested"]["items"] = ()  # type: ignore[index]
-    assert spec.env.kwargs["nested"]["items"] == (1, 2)
+        spec.policy.kwargs["nested"]["items"] = ()  # type: ignore[index]
+    assert spec.policy.kwargs["nested"]["items"] == (1, 2)
     assert hash(spec.env.tasks) and spec.env.tasks == ("CartPole-v1",)
 
 
@@ -248,11 +248,11 @@ def test_to_dict_round_trips(path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_yaml_1_2_scalars(here: Path) -> None:
     """`on`/`no`/`yes` stay strings, `010` is ten, only true/false are booleans."""
     text = (
-        "name: scalars\nenv:\n  type: gym\n  task: CartPole-v1\n  kwargs:\n    a: on\n    b: no\n    c: yes\n"
+        "name: scalars\nenv:\n  type: gym\n  task: CartPole-v1\npolicy:\n  type: python\n  path: mine:make\n"
+        "  kwargs:\n    a: on\n    b: no\n    c: yes\n"
         "    d: 010\n    e: 0x1f\n    f: 1_000\n    g: 2024-01-01\n    h: True\n    i: ~\n    j: 1e3\n    k: <<\n"
-        "policy:\n  type: random\n"
     )
-    kwargs = load_spec(write(here, "scalars.yaml", text)).env.kwargs
+    kwargs = load_spec(write(here, "scalars.yaml", text)).policy.kwargs
     assert dict(kwargs) == {
         "a": "on",
         "b": "no",
@@ -282,7 +282,8 @@ env:
   task: mt50
   camera_name_mapping: {corner2: camera1}
 policy:
-  type: random
+  type: python
+  path: mine:make
   kwargs: {a: {x: 1, y: 2}, b: [1, 2, 3]}
 eval:
   n_episodes: 50
@@ -386,7 +387,7 @@ def test_set_values_are_yaml_typed(here: Path) -> None:
             "eval.use_async_envs=false",
             "env.task=easy",
             "env.task_ids=[0, 2]",
-            "policy.kwargs={gain: 0.5, mode: on}",
+            "policy={type: python, path: 'mine:make', kwargs: {gain: 0.5, mode: on}}",
             "description=no",
             "install.env.MUJOCO_GL=egl",
             "ci.runs_on={group: gpu}",

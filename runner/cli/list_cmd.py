@@ -40,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
             say(f"  (task list unavailable: {exc})")
             continue
         for task in tasks:
-            say(f"  {task.group}_{task.task_id:<3} {task.name:<32} {task.text}")
+            say(f"  {task.group}_{task.task_id:<3} {task.name:<32} {task.text or '(no task text)'}")
     return 0

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.adapters import policy_type
 from runner.engine.assign import SCHEDULES
 from runner.engine.plan import EpisodeJob, auto_batch_size, make_plan
 from runner.engine.pool import close_slots, open_slots
@@ -117,8 +118,8 @@ class EvalResult:
 
 
 def policy_label(spec: Spec) -> str:
-    """How metrics.json names the policy: its path for lerobot/python, else its type."""
-    if spec.policy.type in ("lerobot", "python") and spec.policy.path:
+    """How metrics.json names the policy: its path when its type takes one (lerobot, python), else its type."""
+    if policy_type(spec.policy.type).path and spec.policy.path:
         return spec.policy.path
     return spec.policy.type
 
@@ -279,7 +280,8 @@ def _record(job: EpisodeJob, **fields: Any) -> EpisodeRecord:
 
 def to_record(job: EpisodeJob, result: EpisodeResult) -> EpisodeRecord:
     return _record(job, steps=result.steps, sum_reward=result.sum_reward, max_reward=result.max_reward,
-                   success=result.success, wall_s=result.wall_s, video_path=result.video_path)
+                   success=result.success, wall_s=result.wall_s, video_path=result.video_path,
+                   success_reported=result.success_reported)
 
 
 def error_record(job: EpisodeJob, reason: str, wall_s: float) -> EpisodeRecord:

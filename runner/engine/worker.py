@@ -68,6 +68,7 @@ class EpisodeResult:
     success: bool
     wall_s: float  # from reset to done, in the worker
     video_path: str | None
+    success_reported: bool = True  # whether the env said, at some step, whether the task succeeded
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class EpisodeRunner:
         self.job: EpisodeJob | None = None
         self._rewards: list[float] = []
         self._success = False
+        self._reported = False
         self._steps = 0
         self._t0 = 0.0
         self._video: Any = None
@@ -170,7 +172,7 @@ class EpisodeRunner:
         self.job = job
         self._t0 = time.perf_counter()
         observation, info = self.env.reset(seed=job.seed, options={"episode_index": job.index})
-        self._rewards, self._steps, self._success = [], 0, False
+        self._rewards, self._steps, self._success, self._reported = [], 0, False, False
         if job.video_path is not None:
             from runner.results.video import VideoWriter
 
@@ -188,7 +190,9 @@ class EpisodeRunner:
         observation, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._rewards.append(float(reward))
-        self._success = self._success or bool(info.get("is_success", False))
+        if "is_success" in info:  # an env that cannot tell leaves it out (runner.envs.base)
+            self._reported = True
+            self._success = self._success or bool(info["is_success"])
         if self._video is not None:
             self._video.add(self.env.render())
         if terminated or truncated or self._steps >= self.job.max_steps:
@@ -240,6 +244,7 @@ class EpisodeRunner:
             success=self._success,
             wall_s=time.perf_counter() - self._t0,
             video_path=video_path,
+            success_reported=self._reported,
         )
         self.job = None
         return result

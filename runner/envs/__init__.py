@@ -1,26 +1,27 @@
-"""Env adapters, one per simulator family, behind the protocol in `runner.envs.base`.
-
-Adding a simulator: one module with an adapter class + one line in `ADAPTERS` + a YAML spec.
-Adapter modules import their simulator lazily, so this registry imports nothing heavy.
+"""Env families (`env.type`), one package each: a light descriptor in its `__init__` (runner.adapters: catalog,
+kwargs schema, what it supports and needs) and the adapter that builds envs in its `adapter.py` (the protocol is
+`runner.envs.base`). This package imports nothing heavy: descriptors are read by `runner validate` without a
+simulator.
 """
 
 from __future__ import annotations
 
-from runner.envs.base import AGENT_POS, ENV_STATE, OBSERVATION_KEYS, PIXELS, EnvAdapter, TaskEnv
-from runner.registry import import_registered
+from typing import Any
 
-# env.type -> "module:class"
-ADAPTERS: dict[str, str] = {
-    "metaworld": "runner.envs.metaworld:MetaWorldAdapter",
-    "gym": "runner.envs.gym_env:GymAdapter",
-    "libero": "runner.envs.libero:LiberoAdapter",
-}
+from runner.adapters import runtime
 
 
-def get_adapter(env_type: str) -> EnvAdapter:
-    """The adapter for `env.type`; ConfigError for an unknown type."""
-    module, class_name = import_registered("env", env_type, ADAPTERS)
-    return getattr(module, class_name)()
+def get_adapter(env_type: str) -> Any:
+    """The adapter for `env.type`; ConfigError for an unknown type (with a did-you-mean) or a missing plugin."""
+    return runtime("env", env_type)()
 
 
-__all__ = ["ADAPTERS", "AGENT_POS", "ENV_STATE", "OBSERVATION_KEYS", "PIXELS", "EnvAdapter", "TaskEnv", "get_adapter"]
+def __getattr__(name: str) -> Any:  # the protocol's names, imported when asked for (they need gymnasium)
+    if name in ("AGENT_POS", "ENV_STATE", "OBSERVATION_KEYS", "PIXELS", "EnvAdapter", "TaskEnv"):
+        from runner.envs import base
+
+        return getattr(base, name)
+    raise AttributeError(name)
+
+
+__all__ = ["AGENT_POS", "ENV_STATE", "OBSERVATION_KEYS", "PIXELS", "EnvAdapter", "TaskEnv", "get_adapter"]

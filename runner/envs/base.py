@@ -9,7 +9,8 @@ The env `make()` returns is a Gymnasium env (`TaskEnv`) with LeRobot's observati
 - `reset(seed=k)` -> `(observation, info)`; the episode is fully determined by the seed, whatever
   the env ran before (so an env can be reused for the next episode of its task); the engine also
   passes `options={"episode_index": k}` (LIBERO picks its fixed init state k from it);
-- `step(action)` -> `(observation, reward, terminated, truncated, info)` with `info["is_success"]`;
+- `step(action)` -> `(observation, reward, terminated, truncated, info)` with `info["is_success"]` (left out by
+  an env that cannot tell: the run then says its env reports no success instead of a silent 0 %);
 - `render()` -> the RGB video frame (H, W, 3) uint8 of the current state;
 - `control_fps`: control steps per simulated second (videos are written at this rate).
 

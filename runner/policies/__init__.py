@@ -1,37 +1,36 @@
-"""Policy adapters, one per `policy.type`, behind the protocol in `runner.policies.base`.
-
-Each adapter module has `make(policy: PolicySpec, env: EnvSpec) -> Policy`; heavy imports (torch,
-lerobot, simulators) happen lazily inside it.
+"""Policy types (`policy.type`), one package each: a light descriptor in its `__init__` (runner.adapters) and the
+adapter in its `policy.py`, with `make(policy: PolicySpec, env: EnvSpec) -> Policy` (the protocol is
+`runner.policies.base`) and optionally `preflight(policy)`, its cheap checks. This package imports nothing heavy:
+descriptors are read by `runner validate` without NumPy, torch or a simulator.
 """
 
 from __future__ import annotations
 
-from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy, Policy
-from runner.registry import import_registered
-from runner.spec import EnvSpec, PolicySpec
+from typing import Any
 
-# policy.type -> module with make()
-ADAPTERS: dict[str, str] = {
-    "scripted": "runner.policies.scripted",
-    "random": "runner.policies.random",
-    "python": "runner.policies.python",
-    "lerobot": "runner.policies.lerobot",
-}
+from runner.adapters import import_target, policy_type, runtime
 
 
-def make_policy(policy: PolicySpec, env: EnvSpec) -> Policy:
+def make_policy(policy: Any, env: Any) -> Any:
     """Build the spec's policy (in the main process); ConfigError for an unknown type."""
-    module, _ = import_registered("policy", policy.type, ADAPTERS)
-    return module.make(policy, env)
+    return runtime("policy", policy.type)(policy, env)
 
 
-def preflight_policy(policy: PolicySpec) -> None:
-    """An adapter's cheap checks (`preflight(policy)`: installed, options, a hub id reachable), before any
-    simulator, checkpoint or output; adapters without one have nothing to check early."""
-    module, _ = import_registered("policy", policy.type, ADAPTERS)
+def preflight_policy(policy: Any) -> None:
+    """The adapter's cheap checks (installed, options, a hub id reachable), before any simulator, checkpoint or
+    output; adapters without a `preflight` have nothing to check early."""
+    module, _ = import_target("policy", policy.type, policy_type(policy.type).runtime)
     check = getattr(module, "preflight", None)
     if check is not None:
         check(policy)
 
 
-__all__ = ["ADAPTERS", "EpisodeStart", "PerEnvBatch", "PerEnvPolicy", "Policy", "make_policy", "preflight_policy"]
+def __getattr__(name: str) -> Any:  # the protocol's names, imported when asked for (they need gymnasium)
+    if name in ("EpisodeStart", "PerEnvBatch", "PerEnvPolicy", "Policy"):
+        from runner.policies import base
+
+        return getattr(base, name)
+    raise AttributeError(name)
+
+
+__all__ = ["EpisodeStart", "PerEnvBatch", "PerEnvPolicy", "Policy", "make_policy", "preflight_policy"]

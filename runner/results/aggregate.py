@@ -160,6 +160,7 @@ def build_eval_info(records: Sequence[EpisodeRecord], tasks: Sequence[TaskRef], 
                     "episode_indices": [r.episode_index for r in oks],
                     "seeds": [r.seed for r in oks],
                 },
+                "success_reported": all(r.success_reported for r in oks),
                 "aggregated": _stats(oks, len(errs)),
                 "errors": [{"episode_index": r.episode_index, "seed": r.seed, "error": r.error or ""} for r in errs],
             }
@@ -175,6 +176,7 @@ def build_eval_info(records: Sequence[EpisodeRecord], tasks: Sequence[TaskRef], 
         "eval_s": eval_s,
         "eval_ep_s": eval_s / max(1, len(all_ok)),
         "video_paths": [r.video_path for r in all_ok if r.video_path],
+        "success_unreported": [f"{t['task_group']}_{t['task_id']}" for t in per_task if not t["success_reported"]],
     }
     return {"per_task": per_task, "per_group": per_group, "overall": overall}
 

@@ -56,6 +56,7 @@ _FIELDS: tuple[tuple[str, tuple[type, ...], bool, bool], ...] = (
     ("video_path", (str,), True, False),
     ("status", (str,), False, False),
     ("error", (str,), True, False),
+    ("success_reported", (bool,), False, False),
 )
 
 

@@ -30,6 +30,7 @@ class EpisodeRecord:
     video_path: str | None = None  # relative to the output dir
     status: str = OK
     error: str | None = None
+    success_reported: bool = True  # false: the env never said whether the task succeeded (written only then)
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -54,6 +55,10 @@ class EpisodeRecord:
             value = float(data[name])
             data[name] = value if math.isfinite(value) else None  # strict JSON: never NaN/Infinity
         data["success"] = bool(data["success"])
+        if data["success_reported"]:
+            del data["success_reported"]  # the usual case: ledgers stay as they were
+        else:
+            data["success_reported"] = False
         for name in ("task_group", "task", "status"):
             data[name] = str(data[name])
         for name in ("video_path", "error"):

@@ -69,6 +69,12 @@ def summary_table(eval_info: dict[str, Any]) -> str:
             lines.append(f"  {key} episode {e['episode_index']} (seed {e['seed']}): {_reason(e['error'])}")
         if len(errors) > MAX_ERRORS_SHOWN:
             lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more (see episodes.jsonl)")
+    unreported = o.get("success_unreported") or []
+    if unreported:
+        shown = ", ".join(unreported[:MAX_ERRORS_SHOWN]) + (" ..." if len(unreported) > MAX_ERRORS_SHOWN else "")
+        lines.append(f"note: the env never said whether {len(unreported)} task(s) succeeded ({shown}): their 0 % "
+                     "success is no result. Say what success is with env.success (an info key, min_return or "
+                     "survive: docs/adding-a-benchmark.md)")
     return "\n".join(lines)
 
 

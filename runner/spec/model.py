@@ -32,13 +32,22 @@ class Install:
 
 
 @dataclass(frozen=True)
+class SuccessRule:
+    """At most one rule is set (checked in semantic)."""
+
+    info_key: str | None
+    min_return: float | None
+    survive: bool
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     type: str
     task: str
     task_ids: tuple[int, ...] | None
     camera_name_mapping: Frozen[str, str]
     max_steps: int | None
-    success_key: str | None
+    success: SuccessRule
     kwargs: Frozen[str, Any]
 
     @property

@@ -46,8 +46,30 @@ _Validator = jsonschema.validators.extend(
 
 @functools.cache
 def _validator() -> jsonschema.protocols.Validator:
-    jsonschema.Draft202012Validator.check_schema(schema())
-    return _Validator(schema())
+    return _Validator(with_registered_types(schema()))
+
+
+def with_registered_types(base: dict[str, Any]) -> dict[str, Any]:
+    """The schema with `env.type` and `policy.type` listing every registered name (runner.adapters: the built-ins,
+    which the committed schema lists for editors, and those of installed plugins)."""
+    from runner.adapters import names
+
+    out = copy.deepcopy(base)
+    out["$defs"]["env"]["properties"]["type"]["enum"] = list(names("env"))
+    out["$defs"]["policy"]["properties"]["type"]["enum"] = list(names("policy"))
+    jsonschema.Draft202012Validator.check_schema(out)
+    return out
+
+
+def check_fragment(instance: Any, fragment: dict[str, Any], doc: Document, prefix: tuple) -> list[Problem]:
+    """Problems of the part of the spec at `prefix` against a schema of its own (an adapter's kwargs schema),
+    each at its position in the spec, explained as the spec's own schema problems are."""
+    validator = _Validator(fragment)
+    problems: dict[Problem, None] = {}
+    for error in validator.iter_errors(instance):
+        error.path.extendleft(reversed(prefix))
+        problems.update(dict.fromkeys(_explain(error, doc)))
+    return list(problems)
 
 
 def resolve_ref(node: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +188,7 @@ def _explain(error: jsonschema.ValidationError, doc: Document) -> list[Problem]:
         return [Problem(doc.key_pos(key_path), dotted(key_path), f"key {inst!r} is not allowed here: {rule}", hint)]
     if kind == "additionalProperties" and isinstance(inst, dict):
         allowed = list(sch.get("properties", {}))
-        known = f" (known keys: {', '.join(allowed)})" if allowed else ""
+        known = f" (known keys: {', '.join(allowed)})" if allowed else " (no keys are allowed here)"
         return [
             Problem(
                 doc.key_pos(path + (key,)), dotted(path + (key,)), _unknown_key(key, known), did_you_mean(key, allowed)
@@ -189,7 +211,8 @@ def _explain(error: jsonschema.ValidationError, doc: Document) -> list[Problem]:
             message += " (put it in quotes to make it text)"
         return [Problem(here, where, message, hint)]
     if kind == "pattern":
-        return [Problem(here, where, f"{_short(inst)} is not valid here: expected {_rule(value)}")]
+        rule = PATTERN_HELP.get(value) or sch.get("description") or _rule(value)
+        return [Problem(here, where, f"{_short(inst)} is not valid here: expected {rule}")]
     if kind == "oneOf":
         return _explain_one_of(error, doc)
     if kind == "uniqueItems":
@@ -200,6 +223,8 @@ def _explain(error: jsonschema.ValidationError, doc: Document) -> list[Problem]:
                     Problem(doc.pos(path + (i,)), dotted(path + (i,)), f"{_short(item)} is listed twice; remove one")
                 ]
             seen.append(item)
+    if kind == "maxProperties" and isinstance(inst, dict):
+        return [Problem(here, where, f"set at most {value} of {', '.join(inst)}")]
     if kind == "minItems":
         need = "at least one item" if value == 1 else f"at least {value} items"
         return [Problem(here, where, f"needs {need}")]

@@ -7,7 +7,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from runner.spec import catalog
+from runner.adapters import env_family, policy_type
+from runner.spec import schema
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.project import extra_names
 from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
@@ -15,24 +16,6 @@ from runner.spec.yamlload import Document
 from runner.tasks import plan_size_problem
 
 CI_SET_SECTIONS = ("env", "policy", "eval")
-PYTHON_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def metaworld_task_names(item: str) -> tuple[str, ...] | None:
-    """The Meta-World tasks a task item names (a task, with or without prefix, or a group); None if unknown."""
-    if item in catalog.METAWORLD_GROUPS:
-        return catalog.METAWORLD_GROUPS[item]
-    name = item.removeprefix(catalog.METAWORLD_TASK_PREFIX)
-    return (name,) if name in catalog.METAWORLD_TASKS else None
-
-
-def _group_size(env_type: str, item: str) -> int | None:
-    if env_type == "metaworld":
-        names = metaworld_task_names(item)
-        return None if names is None else len(names)
-    if env_type == "libero":
-        return catalog.LIBERO_SUITES[item][0] if item in catalog.LIBERO_SUITES else None
-    return None
 
 
 def _check_text(value: Any, path: tuple, doc: Document, problems: list[Problem]) -> None:
@@ -56,10 +39,11 @@ def _check_text(value: Any, path: tuple, doc: Document, problems: list[Problem])
 
 def _task_count(env: dict[str, Any]) -> int | None:
     """How many tasks `env.task` names (None: unknown here, e.g. a misspelled group)."""
+    family = env_family(env["type"])
     items = [t for t in env["task"].split(",") if t]
-    if env["type"] not in ("metaworld", "libero"):
-        return len(items)
-    sizes = [_group_size(env["type"], item) for item in items]
+    if family.items is None:  # every item one task; task_ids pick among them
+        return len(items) if env["task_ids"] is None else len(env["task_ids"])
+    sizes = [family.task_count(item) for item in items]
     if None in sizes:
         return None
     if env["task_ids"] is not None:
@@ -84,7 +68,7 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
             ("name",), f"{data['name']!r} must equal the file name {source.stem!r} (rename the file or change the name)"
         )
     if ok("env"):
-        _check_env(data["env"], add)
+        _check_env(data["env"], doc, add, problems)
     _check_text(data, (), doc, problems)
     if ok("env", "eval"):
         n_tasks = _task_count(data["env"])
@@ -92,7 +76,7 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
         if too_many:
             add(("eval", "n_episodes"), too_many)
     if ok("env", "policy"):
-        _check_policy(data["policy"], data["env"]["type"], add)
+        _check_policy(data["policy"], data["env"]["type"], doc, add, problems)
     if ok("ci"):
         ci = data["ci"]
         if ci["hub_login"] and "HF_TOKEN" not in ci["secrets"]:
@@ -135,58 +119,59 @@ def project_root(source: Path | None) -> Path | None:
     return folder.parent if folder.name == "specs" else folder
 
 
-def _check_env(env: dict[str, Any], add: Callable[..., None]) -> None:
+def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], problems: list[Problem]) -> None:
+    """The env section against its family's descriptor (runner.adapters): task items, task ids, cameras, kwargs,
+    and the family's own check (e.g. Gym ids)."""
     env_type = env["type"]
+    family = env_family(env_type)
     items = [t for t in env["task"].split(",") if t]
-    if env_type == "metaworld":
-        choices = [*catalog.METAWORLD_GROUPS, *catalog.METAWORLD_TASKS]
+    if family.items is not None:
+        normalize = family.normalize_item or (lambda item: item)
         for item in items:
-            if metaworld_task_names(item) is None:
-                add(
-                    ("env", "task"),
-                    f"unknown Meta-World task or group {item!r} (groups: {', '.join(catalog.METAWORLD_GROUPS)}; "
-                    "`runner list` shows the tasks)",
-                    did_you_mean(item.removeprefix(catalog.METAWORLD_TASK_PREFIX), choices),
-                )
-    elif env_type == "libero":
-        for item in items:
-            if item not in catalog.LIBERO_SUITES:
-                add(
-                    ("env", "task"),
-                    f"unknown LIBERO suite {item!r} (suites: {', '.join(catalog.LIBERO_SUITES)})",
-                    did_you_mean(item, catalog.LIBERO_SUITES),
-                )
-
-    sizes = [s for s in (_group_size(env_type, i) for i in items) if s is not None]
-    if env["task_ids"] is not None and sizes:
-        limit = min(sizes)
+            if family.task_count(item) is None:
+                hint = f" ({family.item_hint})" if family.item_hint else ""
+                add(("env", "task"), f"unknown {family.title or env_type} {family.item_name} {item!r}{hint}",
+                    did_you_mean(normalize(item), list(family.items)))
+        sizes = [s for s in (family.task_count(i) for i in items) if s is not None]
+        limit = min(sizes) if sizes else None
+    else:
+        limit = len(items)
+    if env["task_ids"] is not None and limit is not None:
         for i, task_id in enumerate(env["task_ids"]):
             if task_id >= limit:
-                add(
-                    ("env", "task_ids", i),
-                    f"task id {task_id} is out of range (the selected tasks have ids 0..{limit - 1})",
-                )
-
-    cameras = {"metaworld": catalog.METAWORLD_CAMERAS, "libero": catalog.LIBERO_CAMERAS}.get(env_type)
-    if cameras is not None:
+                add(("env", "task_ids", i), f"task id {task_id} is out of range (the selected tasks have ids "
+                                            f"0..{limit - 1})")
+    if family.cameras is not None:
         for name in env["camera_name_mapping"]:
-            if name not in cameras:
-                add(
-                    ("env", "camera_name_mapping", name),
-                    f"unknown {env_type} camera {name!r} (known: {', '.join(cameras)})",
-                    did_you_mean(name, cameras),
-                    at_key=True,
-                )
+            if name not in family.cameras:
+                add(("env", "camera_name_mapping", name),
+                    f"unknown {env_type} camera {name!r} (known: {', '.join(family.cameras)})",
+                    did_you_mean(name, family.cameras), at_key=True)
+    rules = [k for k, v in env["success"].items() if v not in (None, False)]
+    if rules and "success" not in family.supports:
+        add(("env", "success"), f"{family.title or env_type} envs report success themselves; env.success is for "
+                                "envs that do not (env type gym)", at_key=True)
+    elif len(rules) > 1:
+        add(("env", "success"), f"set one rule, not {' and '.join(rules)}")
+    found = schema.check_fragment(env["kwargs"], family.kwargs_schema, doc, ("env", "kwargs"))
+    problems.extend(found)
+    if family.check is not None and not found:
+        for path, message, hint in family.check(env):
+            add(path, message, hint, at_key=len(path) > 2)
 
 
-def _check_policy(policy: dict[str, Any], env_type: str, add: Callable[..., None]) -> None:
-    if policy["type"] in ("lerobot", "python") and not policy["path"]:
-        example = "a hub id like user/model or a local directory" if policy["type"] == "lerobot" else "module:factory"
-        add(("policy", "type"), f"policy type {policy['type']!r} needs policy.path ({example})")
-    if policy["type"] == "python" and policy["path"] and not PYTHON_FACTORY.match(policy["path"]):
-        add(
-            ("policy", "path"),
-            f"{policy['path']!r} must be module:factory for a python policy (e.g. my_pkg.policies:make)",
-        )
-    if policy["type"] == "scripted" and env_type != "metaworld":
-        add(("policy", "type"), f"scripted experts exist only for Meta-World, not {env_type!r}")
+def _check_policy(policy: dict[str, Any], env_type: str, doc: Document, add: Callable[..., None],
+                  problems: list[Problem]) -> None:
+    """The policy section against its type's descriptor, and the pairing of the policy type with the env type."""
+    kind = policy_type(policy["type"])
+    if kind.path and not policy["path"]:
+        add(("policy", "type"), f"policy type {kind.name!r} needs policy.path ({kind.path})")
+    if kind.path_pattern and policy["path"] and not re.match(kind.path_pattern, policy["path"]):
+        add(("policy", "path"), f"{policy['path']!r} is not a policy.path of type {kind.name!r}: expected {kind.path}")
+    family = env_family(env_type)
+    if kind.envs is not None and env_type not in kind.envs:
+        add(("policy", "type"), f"policy type {kind.name!r} runs only with env type {', '.join(kind.envs)}, "
+                                f"not {env_type!r}")
+    elif family.policies is not None and kind.name not in family.policies:
+        add(("policy", "type"), f"env type {env_type!r} runs only the policy types {', '.join(family.policies)}")
+    problems.extend(schema.check_fragment(policy["kwargs"], kind.kwargs_schema, doc, ("policy", "kwargs")))

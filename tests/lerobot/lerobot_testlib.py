@@ -38,11 +38,14 @@ def _run(cmd: list[str], log: Path) -> float:
     return wall
 
 
-def run_lerobot_eval(policy: Path, out: Path, *, task: str, seed: int, batch_size: int, n_episodes: int) -> dict:
-    """The real lerobot-eval on Meta-World, CPU (async envs above batch size 1, its default)."""
-    wall = _run([venv_bin("lerobot-eval"), f"--policy.path={policy}", "--env.type=metaworld", f"--env.task={task}",
-                 f"--eval.n_episodes={n_episodes}", f"--eval.batch_size={batch_size}",
-                 f"--eval.use_async_envs={'true' if batch_size > 1 else 'false'}", "--policy.device=cpu",
+def run_lerobot_eval(policy: Path, out: Path, *, task: str, seed: int, batch_size: int, n_episodes: int,
+                     env_type: str = "metaworld", env_args: tuple[str, ...] = (), async_envs: bool | None = None) -> dict:
+    """The real lerobot-eval, CPU (async envs above batch size 1, its default, unless `async_envs` says);
+    `env_args`: more --env.* options."""
+    async_envs = batch_size > 1 if async_envs is None else async_envs
+    wall = _run([venv_bin("lerobot-eval"), f"--policy.path={policy}", f"--env.type={env_type}", f"--env.task={task}",
+                 *env_args, f"--eval.n_episodes={n_episodes}", f"--eval.batch_size={batch_size}",
+                 f"--eval.use_async_envs={'true' if async_envs else 'false'}", "--policy.device=cpu",
                  f"--seed={seed}", f"--output_dir={out}"], out.with_suffix(".log"))
     info = json.loads((out / "eval_info.json").read_text())
     (per_task,) = info["per_task"]
@@ -52,14 +55,16 @@ def run_lerobot_eval(policy: Path, out: Path, *, task: str, seed: int, batch_siz
     return {"wall_s": wall, "eval_s": info["overall"]["eval_s"], "episodes": episodes}
 
 
-def run_runner(policy: Path, out: Path, *, task: str, seed: int, batch_size: int, n_episodes: int) -> dict:
-    """`runner run specs/metaworld.yaml` on the same settings (worker processes above batch size 1, no videos)."""
-    wall = _run([venv_bin("runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(out),
-                 "--set", f"policy.path={policy}", "--set", "policy.rename_map={}", "--set", "policy.empty_cameras=0",
-                 "--set", "policy.device=cpu", "--set", f"env.task={task}", "--set", f"eval.seed={seed}",
-                 "--set", f"eval.n_episodes={n_episodes}", "--set", f"eval.batch_size={batch_size}",
-                 "--set", f"eval.use_async_envs={'true' if batch_size > 1 else 'false'}", "--set", "eval.videos=0"],
-                out.with_suffix(".log"))
+def run_runner(policy: Path, out: Path, *, task: str | None, seed: int, batch_size: int, n_episodes: int,
+               spec: str = "specs/metaworld.yaml", sets: tuple[str, ...] = ()) -> dict:
+    """`runner run SPEC` on the same settings (worker processes above batch size 1, no videos); `task` None keeps
+    the spec's; `sets`: more --set overrides."""
+    overrides = [f"policy.path={policy}", "policy.rename_map={}", "policy.empty_cameras=0", "policy.device=cpu",
+                 *([f"env.task={task}"] if task else []), f"eval.seed={seed}", f"eval.n_episodes={n_episodes}",
+                 f"eval.batch_size={batch_size}", f"eval.use_async_envs={'true' if batch_size > 1 else 'false'}",
+                 "eval.videos=0", *sets]
+    wall = _run([venv_bin("runner"), "run", spec, "--no-progress", "--output-dir", str(out),
+                 *(arg for o in overrides for arg in ("--set", o))], out.with_suffix(".log"))
     records = sorted((json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()),
                      key=lambda r: r["episode_index"])
     info = json.loads((out / "eval_info.json").read_text())
@@ -67,3 +72,29 @@ def run_runner(policy: Path, out: Path, *, task: str, seed: int, batch_size: int
                 for r in records]
     return {"wall_s": wall, "eval_s": info["overall"]["eval_s"], "episodes": episodes,
             "seeds": [r["seed"] for r in records], "steps": [r["steps"] for r in records]}
+
+
+def runner_batch(observation: dict, text: str) -> dict:
+    """What runner's lerobot policy adapter hands the policy's preprocessor (runner.policies.lerobot.policy):
+    the observation batched (leading axis), LeRobot's `preprocess_observation`, the task text."""
+    from lerobot.envs.utils import preprocess_observation
+
+    batched = {k: {c: v[None] for c, v in val.items()} if isinstance(val, dict) else val[None]
+               for k, val in observation.items()}
+    batch = preprocess_observation(batched)
+    batch["task"] = [text]
+    return batch
+
+
+def assert_same(theirs: dict, ours: dict, where: str, keys: list[str]) -> None:
+    """Two converted batches bit-identical: the observation keys (exactly `keys`), dtypes, shapes, values, task."""
+    import torch
+
+    found = sorted(k for k in theirs if k.startswith("observation."))
+    assert found == sorted(k for k in ours if k.startswith("observation.")), where
+    assert found == sorted(keys), where
+    for key in found:
+        a, b = theirs[key], ours[key]
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {key} {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
+        assert torch.equal(a, b), f"{where}: {key} differs (max |diff| {(a.double() - b.double()).abs().max().item():g})"
+    assert theirs["task"] == ours["task"], where

@@ -2,16 +2,17 @@
 
 The directory it writes is what `lerobot-eval --policy.path=DIR` and `runner run --set policy.path=DIR`
 load: `config.json`, `model.safetensors`, `policy_preprocessor.json`, `policy_postprocessor.json` and the
-normaliser stats. Features match LeRobot's Meta-World env (`observation.image` (3, 480, 480),
-`observation.state` (4,), `action` (4,)); `--image-key` names the camera feature differently (e.g.
-`observation.images.camera1`, for the rename_map tests). Normalisation stats are the identity
+normaliser stats. Features match an env's observations as LeRobot converts them (`--layout`: Meta-World's
+`observation.image` (3, 480, 480), `observation.state` (4,), `action` (4,); PushT's; ALOHA's); `--image-key`
+names the camera feature differently (e.g. `observation.images.camera1`, for the rename_map tests). Normalisation stats are the identity
 (mean 0, std 1), so the saved normaliser steps run but change nothing.
 
 Kinds: `act` (chunk 10; the adapter's per-slot chunk queues), `act-ensemble` (temporal ensembling, a
 new chunk every step) and `diffusion` (2 observation steps, stochastic sampling): the last two take the
 adapter's per-slot-copy path.
 
-    .venv-lerobot/bin/python tests/lerobot/make_random_policy.py OUT_DIR [--kind act] [--image-key KEY] [--seed N]
+    .venv-lerobot/bin/python tests/lerobot/make_random_policy.py OUT_DIR [--kind act] [--layout metaworld]
+        [--image-key KEY] [--seed N]
 """
 
 from __future__ import annotations
@@ -19,32 +20,37 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-IMAGE_SHAPE = (3, 480, 480)
-STATE_DIM = 4
-ACTION_DIM = 4
 CHUNK_SIZE = 10
+# Each env's LeRobot features: (camera feature, image shape CHW, state dim, action dim).
+LAYOUTS = {
+    "metaworld": ("observation.image", (3, 480, 480), 4, 4),
+    "pusht": ("observation.image", (3, 96, 96), 2, 2),
+    "aloha": ("observation.images.top", (3, 480, 640), 14, 14),
+}
 
 
 KINDS = ("act", "act-ensemble", "diffusion")
 
 
-def build_random_act(out_dir: str | Path, *, image_key: str = "observation.image", seed: int = 0,
-                     kind: str = "act") -> Path:
-    """Write a random-init policy: ACT (ResNet18 without pretrained weights, dim_model 64, chunk 10), or a
-    small diffusion policy (`kind="diffusion"`)."""
+def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed: int = 0, kind: str = "act",
+                     layout: str = "metaworld") -> Path:
+    """Write a random-init policy for an env's features (`layout`): ACT (ResNet18 without pretrained weights,
+    dim_model 64, chunk 10), or a small diffusion policy (`kind="diffusion"`)."""
     import torch
     from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature
 
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    camera, image_shape, state_dim, action_dim = LAYOUTS[layout]
+    image_key = image_key or camera
     out = Path(out_dir)
     common = dict(
         device="cpu",
         input_features={
-            image_key: PolicyFeature(type=FeatureType.VISUAL, shape=IMAGE_SHAPE),
-            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,)),
+            image_key: PolicyFeature(type=FeatureType.VISUAL, shape=image_shape),
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_dim,)),
         },
-        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(ACTION_DIM,))},
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
         normalization_mapping={
             "VISUAL": NormalizationMode.MEAN_STD,
             "STATE": NormalizationMode.MEAN_STD,
@@ -71,8 +77,8 @@ def build_random_act(out_dir: str | Path, *, image_key: str = "observation.image
                         dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False)
     stats = {
         image_key: {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)},
-        "observation.state": {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM)},
-        "action": {"mean": torch.zeros(ACTION_DIM), "std": torch.ones(ACTION_DIM)},
+        "observation.state": {"mean": torch.zeros(state_dim), "std": torch.ones(state_dim)},
+        "action": {"mean": torch.zeros(action_dim), "std": torch.ones(action_dim)},
     }
     torch.manual_seed(seed)
     policy = Policy(config)
@@ -87,11 +93,12 @@ def build_random_act(out_dir: str | Path, *, image_key: str = "observation.image
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--image-key", default="observation.image", help="camera feature name the policy expects")
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), default="metaworld", help="the env's features")
+    parser.add_argument("--image-key", help="camera feature name the policy expects (default: the layout's)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the random weights")
     parser.add_argument("--kind", choices=KINDS, default="act", help="policy kind (default: act)")
     args = parser.parse_args(argv)
-    out = build_random_act(args.out_dir, image_key=args.image_key, seed=args.seed, kind=args.kind)
+    out = build_random_act(args.out_dir, image_key=args.image_key, seed=args.seed, kind=args.kind, layout=args.layout)
     print(f"wrote a random {args.kind} policy to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0
 

@@ -114,7 +114,7 @@ def lerobot_actions(adapter, observations: list[dict], task_text: str, *, rows: 
 
 
 def _fresh_copy(adapter):
-    from runner.policies.lerobot import _shared_copy
+    from runner.policies.lerobot.policy import _shared_copy
 
     return _shared_copy(adapter.policy)
 
@@ -247,7 +247,7 @@ def test_bad_paths_and_options(policy_dirs, tmp_path: Path) -> None:
 def test_devices() -> None:
     import torch
 
-    from runner.policies.lerobot import resolve_device
+    from runner.policies.lerobot.policy import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     if torch.cuda.is_available():
@@ -259,7 +259,7 @@ def test_devices() -> None:
 
 
 def test_hub_failure_is_missing_dependency() -> None:
-    from runner.policies.lerobot import _hub_error
+    from runner.policies.lerobot.policy import _hub_error
 
     error = _hub_error("owner/name", OSError("offline"))
     assert isinstance(error, MissingDependencyError) and "hf download owner/name --local-dir DIR" in str(error)
@@ -295,7 +295,7 @@ def test_feature_mismatch_rules(provided, rename_map, problem) -> None:
     """Expected: observation.image, observation.state (4,) and an empty-camera placeholder (never required)."""
     from lerobot.configs import FeatureType, PolicyFeature
 
-    from runner.policies.lerobot import feature_mismatch
+    from runner.policies.lerobot.policy import feature_mismatch
 
     expected = {
         "observation.image": PolicyFeature(FeatureType.VISUAL, (3, 480, 480)),

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lerobot_testlib import assert_same, runner_batch
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "libero.yaml"
 SUITE, TASK_ID, SEED = "libero_spatial", 0, 1000
 SIZE = 64
 CAMERAS = {"agentview_image": "camera1", "robot0_eye_in_hand_image": "camera2"}  # as specs/libero.yaml
+KEYS = ["observation.images.camera1", "observation.images.camera2", "observation.state"]
 ACTIONS = np.array([  # a fixed action sequence in LIBERO's 7-dim space (eef delta pose 6 + gripper)
     [0.5, 0.0, -0.3, 0.0, 0.0, 0.1, -1.0],
     [0.0, 0.6, 0.0, 0.1, 0.0, 0.0, -1.0],
@@ -69,7 +71,7 @@ def libero_ready(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail("LIBERO test assets not found: run .ci/setup-libero.sh (or set RUNNER_LIBERO_ASSETS)")
     if "libero.libero" not in sys.modules:
         os.environ.setdefault("LIBERO_CONFIG_PATH", str(tmp_path_factory.mktemp("libero-config")))
-    from runner.envs.libero import ensure_config
+    from runner.envs.libero.adapter import ensure_config
 
     ensure_config()
     import libero.libero
@@ -88,31 +90,6 @@ def runner_env(overrides: list[str]):
     adapter = get_adapter("libero")
     (task,) = adapter.tasks(spec.env)
     return adapter, task, spec.env
-
-
-def runner_batch(observation: dict, text: str) -> dict:
-    """What runner's lerobot policy adapter hands the policy's preprocessor (runner.policies.lerobot._convert):
-    the observation batched (leading axis), LeRobot's `preprocess_observation`, the task text."""
-    from lerobot.envs.utils import preprocess_observation
-
-    batched = {k: {c: v[None] for c, v in val.items()} if isinstance(val, dict) else val[None]
-               for k, val in observation.items()}
-    batch = preprocess_observation(batched)
-    batch["task"] = [text]
-    return batch
-
-
-def assert_same(theirs: dict, ours: dict, where: str) -> None:
-    import torch
-
-    keys = sorted(k for k in theirs if k.startswith("observation."))
-    assert keys == sorted(k for k in ours if k.startswith("observation.")), where
-    assert keys == ["observation.images.camera1", "observation.images.camera2", "observation.state"], where
-    for key in keys:
-        a, b = theirs[key], ours[key]
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {key} {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
-        assert torch.equal(a, b), f"{where}: {key} differs (max |diff| {(a.double() - b.double()).abs().max().item():g})"
-    assert theirs["task"] == ours["task"], where
 
 
 def test_observations_identical_to_lerobot(libero_ready: Path) -> None:
@@ -140,12 +117,12 @@ def test_observations_identical_to_lerobot(libero_ready: Path) -> None:
         for k, n_steps in ((0, len(ACTIONS)), (1, 2)):
             obs_t, _ = theirs_env.reset(seed=[SEED + k])
             obs_o, _ = ours_env.reset(seed=SEED + k, options={"episode_index": k})
-            assert_same(theirs(obs_t), runner_batch(obs_o, task.text), f"episode {k} reset")
+            assert_same(theirs(obs_t), runner_batch(obs_o, task.text), f"episode {k} reset", KEYS)
             for i in range(n_steps):
                 obs_t, rew_t, term_t, trunc_t, info_t = theirs_env.step(ACTIONS[i][None])
                 obs_o, rew_o, term_o, trunc_o, info_o = ours_env.step(ACTIONS[i])
                 where = f"episode {k} step {i}"
-                assert_same(theirs(obs_t), runner_batch(obs_o, task.text), where)
+                assert_same(theirs(obs_t), runner_batch(obs_o, task.text), where, KEYS)
                 assert (float(rew_t[0]), bool(term_t[0]), bool(trunc_t[0])) == (rew_o, term_o, trunc_o), where
                 assert bool(np.asarray(info_t["is_success"])[0]) == info_o["is_success"], where
     finally:

@@ -58,8 +58,6 @@ from runner.spec import EnvSpec, PolicySpec
 MIN_VERSION = (0, 6)
 INSTALL = "pip install 'runner[lerobot]' (LeRobot >= 0.6 needs Python >= 3.12)"
 CHUNK_TYPES = frozenset({"act", "smolvla", "pi0", "pi05"})
-FORWARD_MODES = ("padded", "per_slot", "grouped")
-KWARGS = {"forward": FORWARD_MODES}
 EMPTY_CAMERA = re.compile(r"^observation\.images\.empty_camera_\d+$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 IMAGE_PREFIX = "observation.image"
@@ -68,12 +66,12 @@ STATE, ENV_STATE_KEY = "observation.state", "observation.env_state"
 
 def make(policy: PolicySpec, env: EnvSpec) -> LeRobotPolicy:
     preflight(policy)
-    return LeRobotPolicy(policy, forward=_options(policy.kwargs))
+    return LeRobotPolicy(policy, forward=policy.kwargs.get("forward", "padded"))
 
 
 def preflight(policy: PolicySpec) -> None:
-    """Cheap checks before anything is loaded or written: options, LeRobot installed, a hub id reachable."""
-    _options(policy.kwargs)
+    """Cheap checks before anything is loaded or written: LeRobot installed, a hub id reachable (the kwargs were
+    checked against the type's descriptor when the spec was loaded)."""
     _import_lerobot()
     path, hub = _source(policy.path)
     if hub:
@@ -82,17 +80,6 @@ def preflight(policy: PolicySpec) -> None:
         problem = unreachable(path)
         if problem is not None:
             raise _hub_error(path, problem)
-
-
-def _options(kwargs: Mapping[str, Any]) -> str:
-    unknown = sorted(set(kwargs) - set(KWARGS))
-    if unknown:
-        raise ConfigError(f"policy.kwargs: unknown option(s) {', '.join(unknown)} for the lerobot policy "
-                          f"(known: {', '.join(KWARGS)})")
-    forward = kwargs.get("forward", "padded")
-    if forward not in FORWARD_MODES:
-        raise ConfigError(f"policy.kwargs.forward: {forward!r} is not one of {', '.join(FORWARD_MODES)}")
-    return forward
 
 
 def _import_lerobot() -> None:

@@ -11,7 +11,8 @@ import numpy as np
 
 from runner.errors import ConfigError, MissingDependencyError
 from runner.policies.base import ENV_STATE, EpisodeStart, PerEnvBatch
-from runner.spec import EnvSpec, PolicySpec, catalog
+from runner.policies.scripted import EXPERTS
+from runner.spec import EnvSpec, PolicySpec
 
 
 class ScriptedExpert:
@@ -37,17 +38,14 @@ def expert_for(task_name: str) -> Any:
 
     # The experts warn at every step whose raw response exceeds [-1, 1] (the env clips it).
     warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", category=UserWarning)
-    entry = catalog.METAWORLD_TASKS.get(task_name)
-    if entry is None:
+    expert = EXPERTS.get(task_name)
+    if expert is None:
         raise ConfigError(f"no scripted expert for {task_name!r} (scripted experts exist for Meta-World tasks)")
-    return getattr(metaworld.policies, entry[1])()
+    return getattr(metaworld.policies, expert)()
 
 
 def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
-    if env.type != "metaworld":
-        raise ConfigError(f"policy.type scripted: experts exist only for Meta-World, not {env.type!r}")
+    """The spec was checked against the type's descriptor when loaded (Meta-World only, no kwargs)."""
     if importlib.util.find_spec("metaworld") is None:
         raise MissingDependencyError("the scripted experts come with Meta-World: pip install 'runner[metaworld]'")
-    if policy.kwargs:
-        raise ConfigError(f"policy.kwargs: the scripted policy takes none (got {', '.join(policy.kwargs)})")
     return PerEnvBatch(ScriptedExpert, frozenset({ENV_STATE}), preload=("metaworld.policies",))

@@ -2,10 +2,15 @@
 
 `env.task` is a Gymnasium id or a comma list of ids; `module:Id` imports `module` first (the package
 that registers the id). Tasks are group `gym`, task id = position in the list (LeRobot names a
-single-task env `<type>_0` the same way). `env.kwargs` go to `gymnasium.make`, except
-`task_description`, the task text given to the policy (default: the id). Success is
-`info[env.success_key]` (default `is_success`); episodes end at termination, truncation or
-`env.max_steps` (default: the id's registered `max_episode_steps`).
+single-task env `<type>_0` the same way). `env.kwargs` go to `gymnasium.make` (`render_mode` defaults to
+`rgb_array` when the run renders, else None), except `task_description`, the task text given to the policy
+(see `task_text`). Episodes end at termination, truncation or `env.max_steps` (default: the id's registered
+`max_episode_steps`). Videos are written at the env's `render_fps`.
+
+Success (`env.success`, one rule): `info_key` (default: `is_success`, else `success`, as LeRobot's envs and
+Meta-World set them), `min_return` (the summed reward reaches it), or `survive` (the episode is truncated at
+its time limit without terminating: CartPole's "balanced to the end"). An env that never reports its key sets
+no `is_success`, and the run says so instead of showing a silent 0 %.
 
 Observations: a dict observation is passed through (`pixels` cameras renamed by `camera_name_mapping`);
 any other observation becomes `agent_pos`. `pixels` is rendered with `render()` when the policy asks
@@ -14,8 +19,6 @@ for it and the env does not provide it.
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -31,13 +34,12 @@ from runner.envs.base import (
     unique_groups,
     wants,
 )
+from runner.envs.gym import GROUP, TEXT_KWARG, quiet_import, registered, renders_with_mujoco
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
 
-GROUP = "gym"
-DEFAULT_SUCCESS_KEY = "is_success"
-TEXT_KWARG = "task_description"
+DEFAULT_SUCCESS_KEYS = ("is_success", "success")
 
 
 class GymAdapter:
@@ -50,10 +52,7 @@ class GymAdapter:
         ids = unique_groups(env.tasks)
         for env_id in ids:
             registered_spec(env_id)
-        text = env.kwargs.get(TEXT_KWARG)
-        if text is not None and not isinstance(text, str):
-            raise ConfigError(f"env.kwargs.{TEXT_KWARG} must be a string")
-        return [TaskRef(GROUP, task_id, env_id, text or env_id)
+        return [TaskRef(GROUP, task_id, env_id, task_text(env_id, env.kwargs))
                 for task_id, env_id in select_task_ids(GROUP, ids, env.task_ids)]
 
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
@@ -68,30 +67,42 @@ class GymAdapter:
         return GymTaskEnv(task, env, obs_keys, video)
 
     def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
-        """MuJoCo-based ids (gymnasium's own MuJoCo envs and any entry point in a `mujoco` module) that render."""
-        if not renders(obs_keys, video):
-            return False
-        return any("mujoco" in str(registered_spec(env_id).entry_point) for env_id in env.tasks)
+        """MuJoCo-based ids that render: always for a package built on MuJoCo (gym-aloha), when the run renders for
+        Gymnasium's own MuJoCo envs and any entry point in a `mujoco` module."""
+        for env_id in env.tasks:
+            always = renders_with_mujoco(env_id)
+            if always or (renders(obs_keys, video) and "mujoco" in str(registered_spec(env_id).entry_point)):
+                return True
+        return False
+
+
+def task_text(env_id: str, kwargs: Mapping[str, Any]) -> str:
+    """The task text given to the policy: `env.kwargs.task_description`, else the id's registered `task` option
+    when it is text (what lerobot-eval reads from the env's `task` attribute, e.g. gym-aloha's "insertion"), else
+    the id."""
+    if TEXT_KWARG in kwargs:
+        return str(kwargs[TEXT_KWARG])
+    task = (registered_spec(env_id).kwargs or {}).get("task")
+    return task if isinstance(task, str) else env_id
 
 
 def registered_spec(env_id: str) -> Any:
-    """The id's registration (importing `module` of `module:Id` first); clear errors otherwise."""
-    from gymnasium.envs.registration import registry
-
-    module, _, name = env_id.rpartition(":")
-    if module:
+    """The id's registration (importing `module` of `module:Id` first); clear errors otherwise (the lookup is the
+    descriptor's, which `runner validate` uses too)."""
+    entry, problem, hint = registered(env_id)
+    if problem is not None:
+        suffix = f"; did you mean {hint!r}?" if hint else ""
+        raise ConfigError(f"env.task: {problem}{suffix}")
+    if entry is None:
+        module = env_id.rpartition(":")[0]
         try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            raise MissingDependencyError(f"env.task {env_id!r}: cannot import {module!r} ({exc}); "
-                                         f"install the package that registers the env") from None
-    spec = registry.get(name)
-    if spec is None:
-        close = difflib.get_close_matches(name, list(registry), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"env.task: unknown Gymnasium env id {name!r}{hint} "
-                          f"(use module:Id to import the package that registers it)")
-    return spec
+            quiet_import(module)
+        except ImportError as exc:  # the module, or something it imports, is not installed
+            raise MissingDependencyError(f"env.task {env_id!r}: cannot import {module!r} ({exc}); install the "
+                                         "package that registers the env") from None
+        raise MissingDependencyError(f"env.task {env_id!r}: cannot import {module!r}; install the package that "
+                                     "registers the env")
+    return entry
 
 
 class GymTaskEnv(TaskEnv):
@@ -105,14 +116,18 @@ class GymTaskEnv(TaskEnv):
         self.task = task
         self.obs_keys = obs_keys
         self.camera_map = dict(env.camera_name_mapping)
-        self.success_key = env.success_key or DEFAULT_SUCCESS_KEY
+        self.rule = env.success
+        self._return = 0.0
         kwargs = {k: v for k, v in env.kwargs.items() if k != TEXT_KWARG}
         self._render_needed = video or wants(obs_keys, PIXELS)
         if env.max_steps is not None:
             kwargs.setdefault("max_episode_steps", env.max_steps)
+        kwargs.setdefault("render_mode", "rgb_array" if self._render_needed else None)  # the spec's wins
+        point = registered_spec(task.name).entry_point
+        if isinstance(point, str):
+            quiet_import(point.partition(":")[0])  # its import-time warnings are noise in every worker's output
         try:
-            self._env = gymnasium.make(task.name, render_mode="rgb_array" if self._render_needed else None,
-                                       disable_env_checker=True, **kwargs)
+            self._env = gymnasium.make(task.name, disable_env_checker=True, **kwargs)
         except TypeError as exc:
             raise ConfigError(f"env.kwargs do not fit {task.name!r}: {exc}") from None
         except gymnasium.error.DependencyNotInstalled as exc:
@@ -120,22 +135,26 @@ class GymTaskEnv(TaskEnv):
         self._frame: np.ndarray | None = None
         self.action_space = self._env.action_space
         self.observation_space = self._env.observation_space
-        unwrapped = self._env.unwrapped
-        dt = getattr(unwrapped, "dt", None)
+        # Gymnasium's `render_fps` is the step rate (what lerobot-eval writes videos at); `dt` may be the physics
+        # step instead (gym-pusht: 10 Hz control, 100 Hz physics).
         fps = self._env.metadata.get("render_fps")
-        self.control_fps = float(1.0 / dt if dt else fps or 30.0)
+        dt = getattr(self._env.unwrapped, "dt", None)
+        self.control_fps = float(fps or (1.0 / dt if dt else 30.0))
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         options = {k: v for k, v in (options or {}).items() if k != "episode_index"} or None  # runner's, not the env's
         obs, info = self._env.reset(seed=seed, options=options)
-        info = dict(info)
-        info["is_success"] = self._success(info)
-        return self._observation(obs), info
+        self._return = 0.0
+        return self._observation(obs), dict(info)
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self._env.step(action)
         info = dict(info)
-        info["is_success"] = self._success(info)
+        self._return += float(reward)
+        success = self._success(info, bool(terminated), bool(truncated))
+        info.pop("is_success", None)
+        if success is not None:  # reported: the worker counts it (an env that never reports is said to)
+            info["is_success"] = success
         return self._observation(obs), float(reward), bool(terminated), bool(truncated), info
 
     def render(self) -> np.ndarray:
@@ -151,8 +170,15 @@ class GymTaskEnv(TaskEnv):
     def close(self) -> None:
         self._env.close()
 
-    def _success(self, info: Mapping[str, Any]) -> bool:
-        return bool(np.any(info.get(self.success_key, False)))
+    def _success(self, info: Mapping[str, Any], terminated: bool, truncated: bool) -> bool | None:
+        """This step's success under the spec's rule; None when the env does not report it (info key rules)."""
+        if self.rule.min_return is not None:
+            return self._return >= self.rule.min_return
+        if self.rule.survive:
+            return truncated and not terminated
+        keys = (self.rule.info_key,) if self.rule.info_key else DEFAULT_SUCCESS_KEYS
+        key = next((k for k in keys if k in info), None)
+        return None if key is None else bool(np.any(info[key]))
 
     def _observation(self, raw: Any) -> dict[str, Any]:
         self._frame = None

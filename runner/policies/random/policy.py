@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from runner.errors import ConfigError
 from runner.policies.base import EpisodeStart, PerEnvBatch
 from runner.spec import EnvSpec, PolicySpec
 
@@ -31,6 +30,4 @@ class RandomPolicy:
 
 
 def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
-    if policy.kwargs:
-        raise ConfigError(f"policy.kwargs: the random policy takes none (got {', '.join(policy.kwargs)})")
     return PerEnvBatch(RandomPolicy, frozenset())

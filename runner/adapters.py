@@ -1,0 +1,197 @@
+"""The open registry of env families (`env.type`) and policy types (`policy.type`): what runner knows of each
+without importing it, and where its code is.
+
+Each family or type has one home, a package whose `__init__` holds a light *descriptor* (`EnvFamily` or
+`PolicyType`: its catalog of tasks, the JSON Schema of its `kwargs`, what it supports, what it needs installed)
+and whose runtime module, named by the descriptor as "module:attribute", is imported only to run. The spec
+layer (runner.spec) validates with the descriptors alone; the engine imports the runtimes.
+
+Built-ins are listed below; other packages add families and types through Python entry points, as pytest and
+Gymnasium plugins do:
+
+    [project.entry-points."runner.envs"]
+    toy = "toy_runner:FAMILY"              # an EnvFamily
+    [project.entry-points."runner.policies"]
+    toy-expert = "toy_runner:EXPERT"       # a PolicyType
+
+A plugin cannot take a built-in's name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+from runner.errors import ConfigError
+
+ENV_GROUP, POLICY_GROUP = "runner.envs", "runner.policies"
+BUILTIN_ENVS = {
+    "metaworld": "runner.envs.metaworld:FAMILY",
+    "libero": "runner.envs.libero:FAMILY",
+    "gym": "runner.envs.gym:FAMILY",
+}
+BUILTIN_POLICIES = {
+    "lerobot": "runner.policies.lerobot:TYPE",
+    "scripted": "runner.policies.scripted:TYPE",
+    "random": "runner.policies.random:TYPE",
+    "python": "runner.policies.python:TYPE",
+}
+KINDS = {"env": (ENV_GROUP, BUILTIN_ENVS), "policy": (POLICY_GROUP, BUILTIN_POLICIES)}
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What running something needs installed (checked by `runner validate` against the spec's install plan)."""
+
+    distributions: tuple[str, ...] = ()  # Python distributions it imports
+    fix: str = ""  # how a spec declares them, e.g. "add install.extras: [metaworld]"
+    apt: tuple[str, ...] = ()  # Debian packages, always
+    renders_with_mujoco: bool | None = False  # offscreen MuJoCo rendering: True always, None when the run renders
+    python: str | None = None  # the lowest Python version it runs on ("3.12")
+    render_distributions: tuple[str, ...] = ()  # distributions it imports only to render (e.g. pygame)
+    render_fix: str = ""
+
+    def __or__(self, other: Needs) -> Needs:
+        """Both needs (e.g. several Gym ids in one spec)."""
+        return Needs(
+            distributions=tuple(dict.fromkeys(self.distributions + other.distributions)),
+            fix="; ".join(f for f in dict.fromkeys((self.fix, other.fix)) if f),
+            apt=tuple(dict.fromkeys(self.apt + other.apt)),
+            renders_with_mujoco=True if True in (self.renders_with_mujoco, other.renders_with_mujoco) else
+            None if None in (self.renders_with_mujoco, other.renders_with_mujoco) else False,
+            python=max((p for p in (self.python, other.python) if p), default=None,
+                       key=lambda v: tuple(int(x) for x in v.split("."))),
+            render_distributions=tuple(dict.fromkeys(self.render_distributions + other.render_distributions)),
+            render_fix="; ".join(f for f in dict.fromkeys((self.render_fix, other.render_fix)) if f),
+        )
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """An `env.type`: the light part (see the module docstring)."""
+
+    name: str
+    runtime: str  # "module:Class" of its EnvAdapter (runner.envs.base)
+    summary: str = ""
+    title: str = ""  # how messages name it ("Meta-World"; default: the name)
+    item_name: str = "task"  # what an item of env.task is ("task or group", "suite")
+    kwargs_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})  # JSON Schema of env.kwargs
+    # Task items (`env.task` is one or a comma list) -> how many tasks each names; None: any name, checked by
+    # `check` (e.g. Gym ids).
+    items: Mapping[str, int] | None = None
+    item_hint: str = ""  # shown with an unknown item, e.g. "groups: easy, medium, ...; `runner list` shows the tasks"
+    normalize_item: Callable[[str], str] | None = None  # e.g. "metaworld-push-v3" -> "push-v3"
+    # What a static schema cannot say, given the `env` section (defaults filled in): a list of (path within the
+    # spec, message, did-you-mean hint or None). E.g. Gym ids that are not registered, kwargs an env does not take.
+    check: Callable[[Mapping[str, Any]], list[tuple[tuple, str, str | None]]] | None = None
+    cameras: tuple[str, ...] | None = None  # names camera_name_mapping may use (None: any)
+    policies: tuple[str, ...] | None = None  # policy types it can run (None: every type that accepts it)
+    needs: Needs = Needs()
+    needs_for: Callable[[Mapping[str, Any]], Needs] | None = None  # needs that depend on the `env` section
+    # "prepare" (runner prepare), "preflight", "preload", "success" (env.success rules; other families report
+    # success themselves): for checks, docs and `runner list`
+    supports: tuple[str, ...] = ()
+
+    def needs_of(self, env: Mapping[str, Any]) -> Needs:
+        return self.needs_for(env) if self.needs_for is not None else self.needs
+
+    def task_count(self, item: str) -> int | None:
+        """How many tasks `item` names (None: unknown here)."""
+        if self.items is None:
+            return 1
+        key = self.normalize_item(item) if self.normalize_item else item
+        return self.items.get(key)
+
+
+@dataclass(frozen=True)
+class PolicyType:
+    """A `policy.type`: the light part (see the module docstring)."""
+
+    name: str
+    runtime: str  # "module:function" building the policy: make(policy: PolicySpec, env: EnvSpec)
+    summary: str = ""
+    kwargs_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    path: str | None = None  # what policy.path is ("a hub id or a local directory"); None: it takes no path
+    path_pattern: str | None = None  # a regular expression policy.path must match
+    envs: tuple[str, ...] | None = None  # env types it can run with (None: any)
+    needs: Needs = Needs()
+    images: bool = False  # whether it looks at images (a run then renders)
+    user_code: bool = False  # it runs the user's own code (which an image gets only through install.code or pip)
+
+
+# ── the registry ──────────────────────────────────────────────────────────────────────────────────────
+
+
+@functools.cache
+def registered(kind: str) -> dict[str, str]:
+    """name -> "module:attribute" of every descriptor of `kind` ("env" or "policy"): built-ins, then plugins."""
+    group, builtins = KINDS[kind]
+    found = dict(builtins)
+    for entry in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+        found.setdefault(entry.name, entry.value)  # never over a built-in
+    return found
+
+
+def names(kind: str) -> tuple[str, ...]:
+    return tuple(registered(kind))
+
+
+@functools.cache
+def descriptor(kind: str, name: str) -> Any:
+    """The descriptor registered for `name`; ConfigError (with did-you-mean) for an unknown name or a plugin
+    that cannot be imported."""
+    target = registered(kind).get(name)
+    if target is None:
+        close = difflib.get_close_matches(name, list(registered(kind)), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown {kind} type {name!r}{hint} (known: {', '.join(registered(kind))})")
+    value = load(kind, name, target)
+    wanted = EnvFamily if kind == "env" else PolicyType
+    if not isinstance(value, wanted) or value.name != name:
+        raise ConfigError(f"{kind} type {name!r}: {target} is not a {wanted.__name__} named {name!r}")
+    return value
+
+
+def env_family(name: str) -> EnvFamily:
+    return descriptor("env", name)
+
+
+def policy_type(name: str) -> PolicyType:
+    return descriptor("policy", name)
+
+
+def load(kind: str, name: str, target: str) -> Any:
+    """The object `target` ("module:attribute") names; ConfigError when its module is missing."""
+    module, attribute = import_target(kind, name, target)
+    value: Any = module
+    for part in filter(None, attribute.split(".")):
+        value = getattr(value, part)
+    return value
+
+
+def import_target(kind: str, name: str, target: str) -> tuple[ModuleType, str]:
+    """The module of "module:attribute" and the attribute; a module this installation lacks is a ConfigError,
+    any other import failure propagates as it is."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        return importlib.import_module(module_name), attribute
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module_name.startswith(exc.name):
+            raise
+        raise ConfigError(f"{kind} type {name!r} has no adapter in this installation ({module_name} is missing)") \
+            from None
+
+
+def runtime(kind: str, name: str) -> Any:
+    """The runtime object the descriptor names (the EnvAdapter class, the policy's make function)."""
+    return load(kind, name, descriptor(kind, name).runtime)
+
+
+__all__ = ["BUILTIN_ENVS", "BUILTIN_POLICIES", "ENV_GROUP", "POLICY_GROUP", "EnvFamily", "Needs", "PolicyType",
+           "descriptor", "env_family", "import_target", "names", "policy_type", "registered", "runtime"]

@@ -1,0 +1,198 @@
+"""Any registered Gymnasium env (`env.type: gym`): the descriptor (the adapter is `adapter.py`).
+
+`runner validate` looks each id up in Gymnasium's registry (an id `module:Id` is looked up when `module` is
+installed: importing it registers the id, and runs its code) and checks `env.kwargs` against the env's
+constructor, with a did-you-mean, so a misspelled id or option fails with its line instead of at run time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from runner.adapters import EnvFamily, Needs
+
+GROUP = "gym"
+TEXT_KWARG = "task_description"  # runner's own: the task text given to the policy (see adapter.task_text)
+MAKE_KWARGS = ("max_episode_steps", "disable_env_checker", "autoreset", "apply_api_compatibility", "render_mode")
+
+
+def quiet_import(module: str) -> Any:
+    """Import an env package without its import-time warnings (pygame's pkg_resources, glfw's no DISPLAY)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module(module)
+
+
+def registered(env_id: str) -> tuple[Any, str | None, str | None]:
+    """(the id's registration or None, why it cannot be looked up here or None, a did-you-mean or None)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            return None, None, None  # not installed here: `runner run` and `runner doctor` say so
+        try:
+            quiet_import(module)
+        except ImportError:  # a dependency of it is missing here: `runner run` and `runner doctor` say which
+            return None, None, None
+        except Exception as exc:  # the user's module failed while importing
+            return None, f"importing {module!r} raised {type(exc).__name__}: {exc}", None
+    from gymnasium.envs.registration import registry
+
+    entry = registry.get(name)
+    if entry is None:
+        close = difflib.get_close_matches(name, list(registry), n=1)
+        hint = (f"{module}:{close[0]}" if module else close[0]) if close else None
+        if module:
+            return None, f"unknown Gymnasium env id {name!r} (not registered by {module!r})", hint
+        return None, f"unknown Gymnasium env id {name!r} (use module:Id to import the package that registers it)", hint
+    return entry, None, None
+
+
+def _parameters(entry: Any) -> set[str] | None:
+    """The keyword arguments the id's env takes (None: any, or cannot tell)."""
+    point = entry.entry_point
+    try:
+        if isinstance(point, str):
+            module, _, attr = point.partition(":")
+            point = getattr(quiet_import(module), attr)
+        signature = inspect.signature(point)
+    except Exception:  # an entry point that cannot be imported here is the runtime's to report
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        return None
+    return {name for name in signature.parameters if name != "self"}
+
+
+def check(env: Mapping[str, Any]) -> list[tuple[tuple, str, str | None]]:
+    problems: list[tuple[tuple, str, str | None]] = []
+    kwargs = {k for k in env.get("kwargs") or {} if k != TEXT_KWARG}
+    for env_id in [t for t in str(env["task"]).split(",") if t]:
+        entry, problem, hint = registered(env_id)
+        if problem is not None:
+            problems.append((("env", "task"), problem, hint))
+            continue
+        if entry is None or not kwargs:
+            continue
+        accepted = _parameters(entry)
+        if accepted is None:
+            continue
+        accepted |= set(MAKE_KWARGS) | set(entry.kwargs or {})
+        for key in sorted(kwargs - accepted):
+            close = difflib.get_close_matches(key, sorted(accepted), n=1)
+            problems.append((("env", "kwargs", key), f"{env_id} takes no option {key!r} (it takes: "
+                             f"{', '.join(sorted(accepted - set(MAKE_KWARGS)))})", close[0] if close else None))
+    return problems
+
+
+# Gymnasium's own entry-point families -> what they import ("gymnasium[<extra>]").
+FAMILY_NEEDS = {
+    "gymnasium.envs.mujoco": Needs(("mujoco",), "add install.pip: [mujoco==3.8.1] (what gymnasium[mujoco] installs)",
+                                   renders_with_mujoco=None),
+    "gymnasium.envs.box2d": Needs(("box2d",), "add install.pip: [box2d==2.3.10] (what gymnasium[box2d] installs)"),
+    "gymnasium.envs.classic_control": Needs(
+        render_distributions=("pygame",),
+        render_fix="add install.pip: [pygame==2.6.1] (what gymnasium[classic-control] installs)"),
+    "gymnasium.envs.toy_text": Needs(render_distributions=("pygame",),
+                                     render_fix="add install.pip: [pygame==2.6.1] (what gymnasium[toy-text] installs)"),
+}
+
+
+def family_of(env_id: str) -> str | None:
+    """The gymnasium.envs.<family> module of an id's entry point (None: not one of Gymnasium's own, or `module:Id`,
+    which is not imported for this)."""
+    if ":" in env_id:
+        return None
+    from gymnasium.envs.registration import registry
+
+    point = str(getattr(registry.get(env_id), "entry_point", "") or "")
+    parts = point.split(":")[0].split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["gymnasium", "envs"] and len(parts) >= 3 else None
+
+
+def module_distribution(env_id: str) -> str | None:
+    """The PyPI distribution that provides `module` of an id `module:Id`, when it is installed here from an index
+    (a package installed from a local directory is the user's own code, which install.code covers)."""
+    module = env_id.rpartition(":")[0].split(".")[0]
+    if not module:
+        return None
+    from importlib import metadata
+
+    for name in metadata.packages_distributions().get(module, []):
+        try:
+            direct = metadata.distribution(name).read_text("direct_url.json")
+        except metadata.PackageNotFoundError:
+            continue
+        if not direct:  # installed from an index, not from a directory or a URL
+            return name
+    return None
+
+
+def depends_on(dist: str, target: str) -> bool:
+    """Whether the installed distribution `dist` requires `target`, directly or through its dependencies."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = [canonicalize_name(dist)]
+    while todo:
+        name = todo.pop()
+        if name == canonicalize_name(target):
+            return True
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(requirement.name))
+    return False
+
+
+def renders_with_mujoco(env_id: str) -> bool | None:
+    """True: the id's env renders with MuJoCo at every step (a package `module:Id` built on MuJoCo, e.g. gym-aloha
+    through dm_control: runner cannot tell whether its observations are images); None: when the run renders
+    (Gymnasium's own MuJoCo envs); False: never."""
+    dist = module_distribution(env_id)
+    if dist is not None and depends_on(dist, "mujoco"):
+        return True
+    return None if family_of(env_id) == "gymnasium.envs.mujoco" else False
+
+
+def needs_for(env: Mapping[str, Any]) -> Needs:
+    needs = Needs()
+    for env_id in [t for t in str(env["task"]).split(",") if t]:
+        needs = needs | FAMILY_NEEDS.get(family_of(env_id) or "", Needs())
+        dist = module_distribution(env_id)
+        if dist is not None:
+            from importlib import metadata
+
+            fix = f"add install.pip: [{dist}=={metadata.version(dist)}] (the version here) or an extra that installs it"
+            needs = needs | Needs((dist,), fix, renders_with_mujoco=renders_with_mujoco(env_id))
+    return needs
+
+
+FAMILY = EnvFamily(
+    name="gym",
+    runtime="runner.envs.gym.adapter:GymAdapter",
+    summary="Any registered Gymnasium env: env.task is an id (module:Id imports the package that registers it)",
+    title="Gymnasium",
+    item_name="env id",
+    kwargs_schema={"type": "object", "properties": {TEXT_KWARG: {"type": "string", "maxLength": 2000}}},
+    check=check,
+    needs_for=needs_for,
+    supports=("success",),
+)

@@ -1,0 +1,54 @@
+"""LIBERO (`env.type: libero`): the descriptor, known without importing hf-libero (the adapter that builds envs,
+finds and prepares the assets is `adapter.py`)."""
+
+from __future__ import annotations
+
+from runner.adapters import EnvFamily, Needs
+
+# suite -> (number of tasks, max steps per episode as LeRobot sets them)
+LIBERO_SUITES: dict[str, tuple[int, int]] = {
+    'libero_spatial': (10, 280),
+    'libero_object': (10, 280),
+    'libero_goal': (10, 300),
+    'libero_10': (10, 520),
+    'libero_90': (90, 400),
+}
+LIBERO_CAMERAS = ("agentview_image", "robot0_eye_in_hand_image")
+
+KWARGS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "observation_width": {"type": "integer", "minimum": 8, "maximum": 4096},
+        "observation_height": {"type": "integer", "minimum": 8, "maximum": 4096},
+        "camera_name": {
+            "description": "The cameras of `pixels`: a comma string or a list (LeRobot's camera_name).",
+            "oneOf": [
+                {"type": "string", "pattern": "^(agentview_image|robot0_eye_in_hand_image)"
+                                              "(,(agentview_image|robot0_eye_in_hand_image))*$",
+                 "description": "LIBERO cameras, comma-separated: agentview_image, robot0_eye_in_hand_image"},
+                {"type": "array", "items": {"enum": list(LIBERO_CAMERAS)}, "minItems": 1, "uniqueItems": True},
+            ],
+        },
+        "init_states": {"description": "false: placements drawn from the seed instead of the stored init states.",
+                        "type": "boolean"},
+        "control_mode": {"enum": ["relative", "absolute"]},
+        "assets_dir": {"description": "Where the LIBERO assets are (else $RUNNER_LIBERO_ASSETS, then hf-libero's).",
+                       "type": ["string", "null"], "maxLength": 1000},
+    },
+}
+
+FAMILY = EnvFamily(
+    name="libero",
+    runtime="runner.envs.libero.adapter:LiberoAdapter",
+    summary="LIBERO (hf-libero 0.1.4): suites libero_spatial, libero_object, libero_goal, libero_10, libero_90",
+    title="LIBERO",
+    item_name="suite",
+    kwargs_schema=KWARGS_SCHEMA,
+    items={suite: n for suite, (n, _) in LIBERO_SUITES.items()},
+    item_hint=f"suites: {', '.join(LIBERO_SUITES)}",
+    cameras=LIBERO_CAMERAS,
+    needs=Needs(("hf-libero", "mujoco"), "add install.extras: [libero]", apt=("cmake", "make", "g++"),
+                renders_with_mujoco=True),
+    supports=("prepare", "preflight"),
+)

@@ -1,0 +1,22 @@
+"""`policy.type: lerobot`: the descriptor (the adapter, with LeRobot's loading and per-slot queues, is `policy.py`)."""
+
+from __future__ import annotations
+
+from runner.adapters import Needs, PolicyType
+
+FORWARD_MODES = ("padded", "per_slot", "grouped")
+
+TYPE = PolicyType(
+    name="lerobot",
+    runtime="runner.policies.lerobot.policy:make",
+    summary="A LeRobot (>= 0.6) pretrained policy with its saved processors: a hub id or a local directory",
+    kwargs_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"forward": {"description": "How slots share the batched forward pass.",
+                                   "enum": list(FORWARD_MODES)}},
+    },
+    path="a Hugging Face hub id like user/model, or a local directory written by save_pretrained",
+    needs=Needs(("lerobot",), 'add install.extras: [lerobot] and install.python: "3.12"', python="3.12"),
+    images=True,
+)

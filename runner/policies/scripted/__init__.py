@@ -1,0 +1,68 @@
+"""`policy.type: scripted`: Meta-World's own experts (the adapter is `policy.py`)."""
+
+from __future__ import annotations
+
+from runner.adapters import Needs, PolicyType
+
+# Meta-World task -> its expert class in metaworld.policies (peg-insert-side's is named PegInsertion...).
+EXPERTS: dict[str, str] = {
+    'assembly-v3': 'SawyerAssemblyV3Policy',
+    'basketball-v3': 'SawyerBasketballV3Policy',
+    'bin-picking-v3': 'SawyerBinPickingV3Policy',
+    'box-close-v3': 'SawyerBoxCloseV3Policy',
+    'button-press-topdown-v3': 'SawyerButtonPressTopdownV3Policy',
+    'button-press-topdown-wall-v3': 'SawyerButtonPressTopdownWallV3Policy',
+    'button-press-v3': 'SawyerButtonPressV3Policy',
+    'button-press-wall-v3': 'SawyerButtonPressWallV3Policy',
+    'coffee-button-v3': 'SawyerCoffeeButtonV3Policy',
+    'coffee-pull-v3': 'SawyerCoffeePullV3Policy',
+    'coffee-push-v3': 'SawyerCoffeePushV3Policy',
+    'dial-turn-v3': 'SawyerDialTurnV3Policy',
+    'disassemble-v3': 'SawyerDisassembleV3Policy',
+    'door-close-v3': 'SawyerDoorCloseV3Policy',
+    'door-lock-v3': 'SawyerDoorLockV3Policy',
+    'door-open-v3': 'SawyerDoorOpenV3Policy',
+    'door-unlock-v3': 'SawyerDoorUnlockV3Policy',
+    'drawer-close-v3': 'SawyerDrawerCloseV3Policy',
+    'drawer-open-v3': 'SawyerDrawerOpenV3Policy',
+    'faucet-close-v3': 'SawyerFaucetCloseV3Policy',
+    'faucet-open-v3': 'SawyerFaucetOpenV3Policy',
+    'hammer-v3': 'SawyerHammerV3Policy',
+    'hand-insert-v3': 'SawyerHandInsertV3Policy',
+    'handle-press-side-v3': 'SawyerHandlePressSideV3Policy',
+    'handle-press-v3': 'SawyerHandlePressV3Policy',
+    'handle-pull-side-v3': 'SawyerHandlePullSideV3Policy',
+    'handle-pull-v3': 'SawyerHandlePullV3Policy',
+    'lever-pull-v3': 'SawyerLeverPullV3Policy',
+    'peg-insert-side-v3': 'SawyerPegInsertionSideV3Policy',
+    'peg-unplug-side-v3': 'SawyerPegUnplugSideV3Policy',
+    'pick-out-of-hole-v3': 'SawyerPickOutOfHoleV3Policy',
+    'pick-place-v3': 'SawyerPickPlaceV3Policy',
+    'pick-place-wall-v3': 'SawyerPickPlaceWallV3Policy',
+    'plate-slide-back-side-v3': 'SawyerPlateSlideBackSideV3Policy',
+    'plate-slide-back-v3': 'SawyerPlateSlideBackV3Policy',
+    'plate-slide-side-v3': 'SawyerPlateSlideSideV3Policy',
+    'plate-slide-v3': 'SawyerPlateSlideV3Policy',
+    'push-back-v3': 'SawyerPushBackV3Policy',
+    'push-v3': 'SawyerPushV3Policy',
+    'push-wall-v3': 'SawyerPushWallV3Policy',
+    'reach-v3': 'SawyerReachV3Policy',
+    'reach-wall-v3': 'SawyerReachWallV3Policy',
+    'shelf-place-v3': 'SawyerShelfPlaceV3Policy',
+    'soccer-v3': 'SawyerSoccerV3Policy',
+    'stick-pull-v3': 'SawyerStickPullV3Policy',
+    'stick-push-v3': 'SawyerStickPushV3Policy',
+    'sweep-into-v3': 'SawyerSweepIntoV3Policy',
+    'sweep-v3': 'SawyerSweepV3Policy',
+    'window-open-v3': 'SawyerWindowOpenV3Policy',
+    'window-close-v3': 'SawyerWindowCloseV3Policy',
+}
+
+TYPE = PolicyType(
+    name="scripted",
+    runtime="runner.policies.scripted.policy:make",
+    summary="Meta-World's scripted expert of each task (metaworld.policies), reading the raw state",
+    kwargs_schema={"type": "object", "additionalProperties": False},
+    envs=("metaworld",),
+    needs=Needs(("metaworld",), "add install.extras: [metaworld]"),
+)
