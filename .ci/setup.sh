@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up .venv (Python 3.11+) with runner, Meta-World, PushT, ALOHA and the dev tools (linters included),
-# and the Mesa EGL packages that offscreen MuJoCo rendering needs. Idempotent.
+# the Mesa EGL packages that offscreen MuJoCo rendering needs, and the headless Chromium (with its driver) that
+# the report's browser test drives. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2 cmake make g++)
+apt_packages=(libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2 cmake make g++ chromium chromium-driver)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -104,3 +104,34 @@ def write_dir(path: Path, run: RunFile, records: list[EpisodeRecord], *, videos:
 
 def full_records() -> list[EpisodeRecord]:
     return [record(t, k) for t in TASKS for k in range(N)]
+
+
+# ── real Meta-World runs for the report and comparison tests (run once per test session) ─────────────
+
+REPORT_TASKS = "reach-v3,button-press-v3,drawer-open-v3"
+ARTIFACTS = Path(os.environ.get("RUNNER_TEST_ARTIFACTS", REPO / "test-artifacts"))  # screenshots a person looks at
+
+
+def runner_run(spec: str, out: Path, *overrides: str, batch_size: int = 2) -> subprocess.CompletedProcess:
+    import sys
+
+    argv = [sys.executable, "-m", "runner.cli.main", "run", spec, "--output-dir", str(out), "--batch-size",
+            str(batch_size), "--no-progress"]
+    for override in overrides:
+        argv += ["--set", override]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="session")
+def metaworld_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The scripted experts and the random policy on three Meta-World tasks, 4 episodes each (paired: the same
+    seeds), one video per task; and the random policy again from other seeds."""
+    base = tmp_path_factory.mktemp("metaworld_runs")
+    common = (f"env.task={REPORT_TASKS}", "eval.n_episodes=4", "env.max_steps=150", "eval.videos=1")
+    runs = {"scripted": ("policy.type=scripted",), "random": ("policy.type=random",),
+            "random_seed2000": ("policy.type=random", "eval.seed=2000", "eval.videos=0")}
+    for name, extra in runs.items():
+        runner_run("specs/metaworld.yaml", base / name, *common, *extra)
+    return {name: base / name for name in runs}

@@ -155,7 +155,7 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-(10*
                            lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                    st.dictionaries(texts, inner, max_size=3)), max_leaves=8)
 RUN_KEYS = ["spec_name", "spec_hash", "state", "shard", "n_episodes", "tasks", "labels", "eval_s", "invocation",
-            "merged_from", "spec", "format"]
+            "merged_from", "spec", "format", "provenance"]
 RECORD_KEYS = ["task_group", "task_id", "task", "episode_index", "seed", "steps", "sum_reward", "max_reward",
                "success", "wall_s", "video_path", "status", "error"]
 line_edits = st.one_of(
@@ -237,6 +237,31 @@ def test_merge_of_tampered_results(tmp_path_factory, run_edit, edits):
         assert len((out / "episodes.jsonl").read_text().splitlines()) == merged.plan.size and keys
     else:
         assert not out.exists()  # a failed merge writes nothing
+
+
+@FUZZ
+@given(run_edit=st.one_of(st.none(), st.tuples(st.sampled_from(RUN_KEYS), json_values)),
+       edits=st.lists(line_edits, max_size=4), fmt=st.sampled_from(["html", "markdown", "json"]))
+def test_report_and_compare_of_tampered_results(tmp_path_factory, run_edit, edits, fmt):
+    """A tampered directory is reported (from what the ledger rules accept) or refused with exit 2; the report
+    is the only file written, and no markup from the results reaches it."""
+    root = tmp_path_factory.mktemp("report")
+    source = tampered_dir(root / "in" / "src", run_edit, edits)
+    clean = write_dir(root / "in" / "clean", run_file(), full_records())
+    out = root / "out"
+    out.mkdir()
+    before = snapshot(root, out)
+    code = main(["report", str(source), "--format", fmt, "-o", str(out / f"r.{fmt}")])
+    assert code in (0, 2)
+    event(f"report exit {code}")
+    compared = main(["compare", str(clean), str(source), "--json", str(out / "c.json")])
+    assert compared in (0, 2)
+    assert snapshot(root, out) == before
+    if code == 0:
+        text = (out / f"r.{fmt}").read_text()
+        assert "<script" not in text and "<img" not in text
+        if fmt == "json":
+            json.loads(text)
 
 
 @FUZZ

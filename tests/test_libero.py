@@ -304,6 +304,9 @@ def test_run_writes_outputs_offline(tmp_path: Path) -> None:
 
     frames = iio.imread(video)
     assert frames.shape == (4, 64, 64, 3)  # reset + 3 steps
+    page = (out / "report.html").read_text()  # the report names the suite's task with its text
+    assert "libero_spatial_0" in page and "pick up the black bowl between the plate" in page
+    assert "hf-libero" in json.loads((out / "run.json").read_text())["provenance"]["packages"]
 
 
 @needs_assets

@@ -136,6 +136,9 @@ def test_merged_shards_equal_the_unsharded_run(runs, count, capsys):
         ["videos/push-v3_0/eval_episode_0.mp4", "videos/reach-v3_0/eval_episode_0.mp4"]
     run_file = read_run_file(merged)
     assert run_file.merged_from and run_file.shard is None and run_file.hash == read_run_file(runs["full"]).hash
+    assert run_file.provenance == read_run_file(dirs[0]).provenance  # the first shard's
+    page = (merged / "report.html").read_text()  # merge reports the merged run
+    assert f"report: {merged / 'report.html'}" in out and "videos/reach-v3_0/eval_episode_0.mp4" in page
 
 
 @pytest.mark.slow
@@ -246,7 +249,12 @@ def test_ci_shards_renders_a_matrix_and_a_merge_job():
     merge_step = next(s for s in merge_job["steps"] if s.get("name") == "runner merge")
     assert "runner merge" in merge_step["run"] and "--output-dir" in merge_step["run"]
     names = {s["with"]["name"] for s in merge_job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")}
-    assert names == {"sharded-metrics", "sharded-videos"}  # the artifacts an unsharded job uploads
+    assert names == {"sharded-metrics", "sharded-videos", "sharded-report"}  # those an unsharded job uploads
+    single_job = yaml.safe_load(render_case("sharded")[".github/workflows/benchmark_single.yml"])["jobs"]["single"]
+    assert names == {s["with"]["name"].replace("single", "sharded") for s in single_job["steps"]
+                     if s.get("uses", "").startswith("actions/upload-artifact@")}
+    summary = next(s for s in merge_job["steps"] if s.get("name") == "Job summary (runner report)")
+    assert "runner report" in summary["run"] and '>>"$GITHUB_STEP_SUMMARY"' in summary["run"]
     for job_data in workflow["jobs"].values():
         for s in job_data["steps"]:
             assert "${{" not in s.get("run", ""), s  # never an expression inside shell text

@@ -46,3 +46,17 @@ def output_dir_arg(text: str) -> Path:
 
 def say(message: str = "") -> None:
     print(message, file=sys.stdout, flush=True)
+
+
+def write_report(out_dir: Path) -> None:
+    """report.html into a finished run's directory; a report that cannot be written is a warning, never a failed
+    run (the results are written already)."""
+    from runner.errors import RunnerError
+    from runner.report import REPORT_NAME, write_html
+
+    try:
+        path = write_html([out_dir], Path(out_dir) / REPORT_NAME)
+    except (RunnerError, OSError, ValueError) as exc:
+        print(f"runner: warning: report.html not written: {exc}", file=sys.stderr, flush=True)
+        return
+    say(f"report: {path}")

@@ -14,7 +14,8 @@ from runner import __version__
 from runner.errors import RunnerError
 from runner.text import escape
 
-COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "merge", "gen_ci", "prepare")
+COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "merge", "report", "compare", "gen_ci",
+                   "prepare")
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.
@@ -23,6 +24,8 @@ One YAML spec per benchmark (specs/<name>.yaml) drives validation, evaluation an
 examples:
   runner validate                                  # check specs/*.yaml
   runner run specs/metaworld.yaml --set policy.type=scripted --set env.task=easy
+  runner report OUT_DIR                            # report.html of a run (run and merge write it too)
+  runner compare OUT_A OUT_B                       # is B better than A? (paired, same seeds)
   runner gen-ci --check                            # fail when generated CI files are stale
 """
 

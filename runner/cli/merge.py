@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runner.cli.common import HelpFormatter, output_dir_arg, say
+from runner.cli.common import HelpFormatter, output_dir_arg, say, write_report
 
 DESCRIPTION = """\
 Merge results directories of one run (the shards of `runner run --shard I/N`, or partial runs of the same
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         warn(warning)
     say(summary_table(merged.eval_info))
     say(f"merged {len(merged.records)} episodes from {len(args.dirs)} directories into {merged.out_dir}")
+    write_report(merged.out_dir)
     errors = merged.errors
     if errors and not args.allow_errors:
         raise EvaluationError(f"{len(errors)} of {len(merged.records)} episodes are recorded as errors "

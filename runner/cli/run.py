@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say
+from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say, write_report
 from runner.spec import load_spec
 
 DESCRIPTION = """\
@@ -14,7 +14,8 @@ Evaluate the spec's policy on the spec's benchmark and write the results to the 
   episodes.jsonl   one line per finished episode, written as it finishes (the ledger)
   eval_info.json   per task, per group and overall success (with Wilson 95% intervals), LeRobot's layout
   metrics.json     the CI summary (env, task, policy, pc_success, ..., task_descriptions)
-  run.json         what was run (spec hash, tasks, shard): for resuming and merging
+  run.json         what was run (spec hash, tasks, shard) and its provenance (versions, host, policy)
+  report.html      the report to open in a browser (`runner report --help`)
   videos/<group>_<task_id>/eval_episode_<k>.mp4   the first eval.videos episodes of each task
 
 Seeds: episode k of every task uses seed eval.seed + k (env reset and seeded policies), so every
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         say(summary_table(outcome.merged.eval_info))
         say(f"merged {launch.world} shards into {out_dir}")
+        write_report(Path(out_dir))
         return _exit_code(outcome.merged.errors, len(outcome.merged.records), args.allow_errors)
     where = "" if shard is None else f" (shard {shard})"
     say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
@@ -147,12 +149,16 @@ def _report(result: Any) -> None:
         say(f"{result.workers_replaced} worker(s) were replaced after a crash, a hang or a simulator error")
     if result.ran == 0:
         say(f"nothing left to run; results in {result.out_dir}")
+        if result.shard is None:
+            write_report(Path(result.out_dir))
         return
     where = "worker processes" if result.processes else "this process"
     policy_where = "run per env" if result.policy_in_workers else "batched in the main process"
     say(f"batch size {result.batch_size} ({where}; policy {policy_where}); results in {result.out_dir}")
     if result.shard is not None:
         say(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
+    else:
+        write_report(Path(result.out_dir))
 
 
 def _exit_code(errors: list[Any], total: int, allow_errors: bool) -> int:

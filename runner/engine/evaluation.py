@@ -40,7 +40,7 @@ from runner.envs import get_adapter
 from runner.envs.gl import require_offscreen_gl
 from runner.errors import ConfigError, Interrupted
 from runner.policies import make_policy, preflight_policy
-from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard
+from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
 from runner.spec.model import thaw
@@ -153,7 +153,7 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     tasks = adapter.tasks(spec.env)
     labels = {"env": spec.env.type, "task": spec.env.task, "policy": policy_label(spec)}
     run_file = RunFile(spec.name, run_identity(spec), tuple(tasks), spec.eval.n_episodes, labels, options.shard,
-                       options.invocation)
+                       options.invocation, provenance=provenance.collect(thaw(spec.policy)))
     jobs = make_plan(run_file.plan, lambda t: adapter.max_steps(t, spec.env), options.shard)
     run_dir = RunDir(Path(out_dir), run_file, fresh=options.fresh_dir)
     run_dir.inspect(options.resume)  # refuse another run's directory now, before the policy loads

@@ -259,8 +259,9 @@ def _stage(stage: Path, run: RunFile, coverage: Coverage, videos: list[tuple[Pat
         write_text_atomic(stage / LEDGER_NAME, text)
         eval_info, _ = write_outputs(stage, records=coverage.records, tasks=run.tasks, eval_s=eval_s,
                                      **run.labels)
+        provenance = next((s.run.provenance for s in sources if s.run.provenance), None)  # the first shard's
         write_run_file(stage, RunFile(run.spec_name, run.identity, run.tasks, run.n_episodes, run.labels, None,
-                                      run.invocation, COMPLETE, eval_s, tuple(merged_from)))
+                                      run.invocation, COMPLETE, eval_s, tuple(merged_from), provenance=provenance))
     except OutputError as exc:
         raise MergeError(f"merge: {exc}; nothing was written") from None
     return eval_info

@@ -27,7 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +142,8 @@ class RunDir:
             prior = self.inspect(resume) if not self.fresh else Prior(None, None)
             run = self.run
             if prior.run is not None:  # a resumed run keeps its wall time so far and how it was first invoked
-                run = RunFile(run.spec_name, run.identity, run.tasks, run.n_episodes, run.labels, run.shard,
-                              run.invocation or prior.run.invocation, RUNNING, prior.run.eval_s)
+                run = replace(run, invocation=run.invocation or prior.run.invocation, state=RUNNING,
+                              eval_s=prior.run.eval_s)
             write_run_file(self.path, run)  # first, before the ledger: a directory that cannot take it fails now
             if prior.run is not None:  # unfinished videos of episodes a hard kill interrupted; they run again
                 for partial in (self.path / VIDEOS_DIR).glob(PARTIAL_VIDEOS):

@@ -21,6 +21,7 @@ from typing import Any
 from runner.errors import ConfigError
 from runner.results.coverage import Plan
 from runner.results.outputs import write_json_atomic
+from runner.results.provenance import finished
 from runner.results.schema import RUN, schema_problems, strict_loads
 from runner.tasks import TaskRef, plan_size_problem
 from runner.text import visible
@@ -120,13 +121,16 @@ class RunFile:
     eval_s: float = 0.0  # wall time of the sessions that ended (a session killed hard is not counted)
     merged_from: tuple[str, ...] = ()  # for `runner merge` outputs: the directories merged
     hash: str = field(default="")
+    provenance: dict[str, Any] | None = None  # runner.results.provenance; None in run.json files written before it
 
     def __post_init__(self) -> None:
         if not self.hash:
             object.__setattr__(self, "hash", spec_hash(self.identity))
 
     def with_state(self, state: str, eval_s: float | None = None) -> RunFile:
-        return replace(self, state=state, eval_s=self.eval_s if eval_s is None else eval_s)
+        """The run in `state`; a session that ends (any state but running) gets its end time."""
+        provenance = self.provenance if state == RUNNING else finished(self.provenance)
+        return replace(self, state=state, eval_s=self.eval_s if eval_s is None else eval_s, provenance=provenance)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +147,7 @@ class RunFile:
             "invocation": self.invocation,
             "merged_from": list(self.merged_from),
             "spec": self.identity,
+            **({} if self.provenance is None else {"provenance": self.provenance}),
         }
 
     @classmethod
@@ -160,6 +165,7 @@ class RunFile:
             eval_s=float(data.get("eval_s") or 0.0),
             merged_from=tuple(data.get("merged_from") or ()),
             hash=data["spec_hash"],
+            provenance=data.get("provenance"),
         )
 
     @property

@@ -238,9 +238,10 @@ def test_bad_paths_and_options(policy_dirs, tmp_path: Path) -> None:
         make_adapter(tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="has no config.json"):
         make_adapter(tmp_path)
-    with pytest.raises(ConfigError, match="policy.kwargs.forward: 'fast' is not one of padded, per_slot, grouped"):
+    # policy.kwargs are checked by the schema of the lerobot type, with the key's place
+    with pytest.raises(ConfigError, match='policy.kwargs.forward: "fast" is not one of: padded, per_slot, grouped'):
         make_adapter(policy_dirs["image"], "policy.kwargs={forward: fast}")
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match="policy.kwargs.batch"):
         make_adapter(policy_dirs["image"], "policy.kwargs={batch: 3}")
 
 

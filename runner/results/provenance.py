@@ -1,0 +1,179 @@
+"""Where a result came from (run.json "provenance"): runner's version and git commit, Python, the simulator and
+learning packages, the host, when, and the policy's identity. Collected once per session, in the main process,
+without importing any simulator (installed versions are read from package metadata)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import runner
+from runner.errors import RunnerError
+
+# Distributions whose versions decide results; those installed are recorded.
+PACKAGES = ("mujoco", "metaworld", "hf-libero", "robosuite", "gymnasium", "gym-pusht", "gym-aloha", "dm-control",
+            "numpy", "torch", "lerobot")
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.pt")  # a policy directory's weights, first found
+HASH_LIMIT_BYTES = 8 << 30  # a larger weights file is named, not hashed
+GIT_TIMEOUT_S = 5.0
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def collect(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """The provenance of a session about to start (`ended_at` is filled in when it ends)."""
+    return {
+        "runner": {"version": runner.__version__, **git_state(Path(runner.__file__).resolve().parent.parent)},
+        "python": platform.python_version(),
+        "packages": package_versions(),
+        "host": host(),
+        "started_at": now(),
+        "ended_at": None,
+        "policy": policy_identity(policy),
+    }
+
+
+def git_state(root: Path) -> dict[str, Any]:
+    """{"commit", "dirty"} when runner runs from a git checkout (not an installed wheel), else {}."""
+    if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
+        return {}
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=GIT_TIMEOUT_S, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit[:40], "dirty": bool(status.strip())}
+
+
+def package_versions() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def host() -> dict[str, Any]:
+    return {"os": platform.platform(terse=True), "machine": platform.machine(), "cpu": cpu_model(),
+            "cores": os.cpu_count() or 0, "gpus": gpus()}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()[:200]
+    except OSError:
+        pass
+    return platform.processor()[:200]
+
+
+def gpus() -> list[dict[str, str]]:
+    """NVIDIA GPUs (name, driver) from nvidia-smi, when it is there."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = []
+    for line in out.splitlines()[:64]:
+        name, _, driver = line.partition(",")
+        if name.strip():
+            found.append({"name": name.strip()[:200], "driver": driver.strip()[:50]})
+    return found
+
+
+def policy_identity(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """Which policy ran: a local directory with the sha256 of its weights, a hub id with the revision found in
+    the local hub cache, or a python policy's module file with its sha256."""
+    from runner.adapters import policy_type
+
+    kind, path = str(policy.get("type", "")), policy.get("path")
+    identity: dict[str, Any] = {"type": kind}
+    try:
+        takes_path = policy_type(kind).path is not None
+    except RunnerError:
+        takes_path = False
+    if not path or not takes_path:
+        return identity
+    path = str(path)
+    identity["path"] = path
+    if kind == "python":
+        identity.update(_module_file(path.partition(":")[0]))
+    elif Path(path).is_dir():
+        identity.update(_weights(Path(path)))
+    elif kind == "lerobot":
+        revision = _cached_revision(path)
+        if revision:
+            identity["revision"] = revision
+    return identity
+
+
+def _weights(directory: Path) -> dict[str, Any]:
+    for name in WEIGHTS:
+        file = directory / name
+        if file.is_file():
+            return {"weights": name, **_file_hash(file)}
+    return {}
+
+
+def _module_file(module: str) -> dict[str, Any]:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return {}
+    origin = getattr(spec, "origin", None)
+    if not origin or not Path(origin).is_file():
+        return {}
+    return {"file": str(origin), **_file_hash(Path(origin))}
+
+
+def _file_hash(file: Path) -> dict[str, Any]:
+    try:
+        if file.stat().st_size > HASH_LIMIT_BYTES:
+            return {}
+        digest = hashlib.sha256()
+        with file.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return {}
+    return {"sha256": digest.hexdigest()}
+
+
+def _cached_revision(repo_id: str) -> str | None:
+    """The commit the local hub cache resolves `repo_id`'s main branch to (what an offline load uses)."""
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return None
+    ref = Path(HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "refs" / "main"
+    try:
+        text = ref.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return text[:64] if text and all(c in "0123456789abcdef" for c in text) else None
+
+
+def finished(provenance: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The same provenance with the session's end time."""
+    return None if provenance is None else {**provenance, "ended_at": now()}
+
+
+__all__ = ["collect", "finished", "policy_identity"]
