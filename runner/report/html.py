@@ -13,6 +13,7 @@ from typing import Any
 from runner.report import plots
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
+from runner.results.provenance import described
 from runner.text import escape, visible
 
 MAX_ERROR_CHARS = 2000
@@ -110,16 +111,7 @@ def _header(run: RunResults, index: int | None) -> str:
         ("reproduce", f"<code>{e(r.rerun_command(run.path))}</code>"),
     ]
     if prov:
-        runner_ = prov.get("runner") or {}
-        version = e(runner_.get("version", "?"))
-        if runner_.get("commit"):
-            version += f" (git {e(runner_['commit'][:12])}{', uncommitted changes' if runner_.get('dirty') else ''})"
-        packages = ", ".join(f"{e(k)} {e(v)}" for k, v in (prov.get("packages") or {}).items())
-        host = prov.get("host") or {}
-        gpus = "; ".join(f"{e(g.get('name', ''))} (driver {e(g.get('driver', ''))})" for g in host.get("gpus") or [])
-        rows += [("runner", version), ("python", e(prov.get("python", "?"))), ("packages", packages or "–"),
-                 ("host", f"{e(host.get('cpu', '?'))}, {e(host.get('cores', '?'))} cores, {e(host.get('os', ''))}"
-                          + (f"; GPU {gpus}" if gpus else ""))]
+        rows += [(key, e(text)) for key, text in described(prov).items()]
     else:
         rows.append(("provenance", "not recorded (written by an older runner)"))
     heading = f"<h2>Run {index + 1}: {e(run.name)}</h2>" if index is not None else ""

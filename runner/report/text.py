@@ -7,6 +7,7 @@ from typing import Any
 
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
+from runner.results.provenance import described
 from runner.text import visible
 
 
@@ -68,16 +69,8 @@ def provenance_line(prov: dict[str, Any] | None) -> str:
     """runner's version and commit, Python, the packages, the host: one line."""
     if not prov:
         return "provenance: not recorded (written by an older runner)"
-    runner_ = prov.get("runner") or {}
-    version = f"runner {runner_.get('version', '?')}"
-    if runner_.get("commit"):
-        version += f" (git {runner_['commit'][:12]}{', uncommitted changes' if runner_.get('dirty') else ''})"
-    host = prov.get("host") or {}
-    gpus = ", ".join(str(g.get("name", "")) for g in host.get("gpus") or [])
-    parts = [version, f"Python {prov.get('python', '?')}",
-             ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items()),
-             f"{host.get('cpu', '?')} x{host.get('cores', '?')}" + (f", {gpus}" if gpus else "")]
-    return _md("; ".join(p for p in parts if p), 2000)
+    d = described(prov)
+    return _md(f"runner {d['runner']}; Python {d['python']}; {d['packages']}; {d['host']}", 2000)
 
 
 def comparison_markdown(c: Comparison) -> list[str]:

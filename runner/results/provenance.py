@@ -171,9 +171,26 @@ def _cached_revision(repo_id: str) -> str | None:
     return text[:64] if text and all(c in "0123456789abcdef" for c in text) else None
 
 
+def described(provenance: Mapping[str, Any]) -> dict[str, str]:
+    """How reports show a provenance: runner (version, commit), python, packages, host; plain text."""
+    runner_ = provenance.get("runner") or {}
+    version = str(runner_.get("version", "?"))
+    if runner_.get("commit"):
+        version += f" (git {str(runner_['commit'])[:12]}{', uncommitted changes' if runner_.get('dirty') else ''})"
+    host = provenance.get("host") or {}
+    gpus = "; ".join(f"{g.get('name', '')} (driver {g.get('driver', '')})" for g in host.get("gpus") or [])
+    return {
+        "runner": version,
+        "python": str(provenance.get("python", "?")),
+        "packages": ", ".join(f"{k} {v}" for k, v in (provenance.get("packages") or {}).items()) or "-",
+        "host": f"{host.get('cpu', '?')}, {host.get('cores', '?')} cores, {host.get('os', '')}"
+                + (f"; GPU {gpus}" if gpus else ""),
+    }
+
+
 def finished(provenance: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The same provenance with the session's end time."""
     return None if provenance is None else {**provenance, "ended_at": now()}
 
 
-__all__ = ["collect", "finished", "policy_identity"]
+__all__ = ["collect", "described", "finished", "policy_identity"]
