@@ -14,8 +14,8 @@ from runner import __version__
 from runner.errors import RunnerError
 from runner.text import escape
 
-COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "merge", "report", "compare", "gen_ci",
-                   "prepare")
+COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report", "compare",
+                   "gen_ci", "prepare")
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.
@@ -26,6 +26,7 @@ examples:
   runner run specs/metaworld.yaml --set policy.type=scripted --set env.task=easy
   runner report OUT_DIR                            # report.html of a run (run and merge write it too)
   runner compare OUT_A OUT_B                       # is B better than A? (paired, same seeds)
+  runner serve SPEC --port 8000                    # serve a spec's policy (policy.type: remote evaluates it)
   runner gen-ci --check                            # fail when generated CI files are stale
 """
 
@@ -57,7 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("runner: interrupted", file=sys.stderr, flush=True)
+        _forget_unhandled_interrupt()
         return 130
+
+
+def _forget_unhandled_interrupt() -> None:
+    """CPython notes a KeyboardInterrupt that escapes an `exec()` of a string (dataclasses and namedtuple build
+    their methods so, at import) as unhandled, and then ends the process by SIGINT even though main() handled it.
+    A successful `exec()` of a string clears that note, so the exit status is 130 as promised."""
+    exec("")  # noqa: S102 - an empty string: nothing runs
 
 
 def error_text(exc: RunnerError) -> str:
