@@ -12,6 +12,7 @@ export MUJOCO_GL=egl PYOPENGL_PLATFORM=egl
 bash .ci/setup.sh || { echo "test: setup failed" >&2; exit 1; }
 bash .ci/setup-libero.sh || { echo "test: LIBERO setup failed" >&2; exit 1; }
 bash .ci/setup-dist.sh || { echo "test: accelerate (dist extra) setup failed" >&2; exit 1; }
+bash .ci/setup-openpi.sh || { echo "test: openpi-client setup failed" >&2; exit 1; }
 bash .ci/setup-lerobot.sh || { echo "test: LeRobot setup failed" >&2; exit 1; }
 bash .ci/setup-libero.sh --lerobot || { echo "test: LIBERO setup for LeRobot failed" >&2; exit 1; }
 

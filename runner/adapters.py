@@ -41,6 +41,7 @@ BUILTIN_POLICIES = {
     "scripted": "runner.policies.scripted:TYPE",
     "random": "runner.policies.random:TYPE",
     "python": "runner.policies.python:TYPE",
+    "remote": "runner.policies.remote:TYPE",
 }
 KINDS = {"env": (ENV_GROUP, BUILTIN_ENVS), "policy": (POLICY_GROUP, BUILTIN_POLICIES)}
 
@@ -91,6 +92,9 @@ class EnvFamily:
     # spec, message, did-you-mean hint or None). E.g. Gym ids that are not registered, kwargs an env does not take.
     check: Callable[[Mapping[str, Any]], list[tuple[tuple, str, str | None]]] | None = None
     cameras: tuple[str, ...] | None = None  # names camera_name_mapping may use (None: any)
+    # The names of the images in observation["pixels"] given the `env` section: a tuple (a map camera -> image),
+    # or None (one image). Unset: not known before the env runs (e.g. Gym ids).
+    pixel_names: Callable[[Mapping[str, Any]], tuple[str, ...] | None] | None = None
     policies: tuple[str, ...] | None = None  # policy types it can run (None: every type that accepts it)
     needs: Needs = Needs()
     needs_for: Callable[[Mapping[str, Any]], Needs] | None = None  # needs that depend on the `env` section
@@ -119,9 +123,15 @@ class PolicyType:
     kwargs_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
     path: str | None = None  # what policy.path is ("a hub id or a local directory"); None: it takes no path
     path_pattern: str | None = None  # a regular expression policy.path must match
+    url: str | None = None  # what policy.url is (the remote type's server); None: it takes no url
     envs: tuple[str, ...] | None = None  # env types it can run with (None: any)
     needs: Needs = Needs()
     images: bool = False  # whether it looks at images (a run then renders)
+    # What its kwargs schema cannot say, given the `policy` and `env` sections (defaults filled in, kwargs
+    # schema-valid) and the env's family: a list of (path within the spec, message, did-you-mean hint or None), as
+    # EnvFamily.check.
+    check: Callable[[Mapping[str, Any], Mapping[str, Any], EnvFamily], list[tuple[tuple, str, str | None]]] | None = \
+        None
     user_code: bool = False  # it runs the user's own code (which an image gets only through install.code or pip)
 
 

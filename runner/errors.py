@@ -30,6 +30,13 @@ class EvaluationError(RunnerError):
     exit_code = 4
 
 
+class PolicyUnavailable(EvaluationError):
+    """A remote policy server could not be reached, or its connection dropped (exit 4). Transient: the engine runs
+    the episode again from its start on a fresh worker, up to its retries."""
+
+    transient = True
+
+
 class DriftError(RunnerError):
     """Generated files differ from what the specs produce (exit 1)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -135,3 +136,97 @@ def metaworld_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, extra in runs.items():
         runner_run("specs/metaworld.yaml", base / name, *common, *extra)
     return {name: base / name for name in runs}
+
+
+# ── runner serve in a subprocess on loopback (remote-policy tests) ──────────────────────────────────────────
+
+@dataclasses.dataclass
+class Served:
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+    api_key: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stats(self) -> dict:
+        import json
+        import urllib.request
+
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/stats")
+        if self.api_key:
+            request.add_header("Authorization", f"Api-Key {self.api_key}")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            kill_group(self.proc)
+
+
+def start_server(spec: str | Path, *overrides: str, args: tuple[str, ...] = (), log_dir: Path, port: int = 0,
+                 python: str | None = None, api_key: str | None = None, ready_s: float = 120) -> Served:
+    """`runner serve SPEC` on 127.0.0.1 (port 0: any free one), once it says it is ready; `api_key`: the key
+    clients must send (passed in $RUNNER_TEST_KEY)."""
+    import selectors
+    import sys
+    import time
+
+    env = dict(os.environ)
+    if api_key:
+        env["RUNNER_TEST_KEY"] = api_key
+        args = (*args, "--api-key-env", "RUNNER_TEST_KEY")
+    argv = [python or sys.executable, "-m", "runner.cli.main", "serve", str(spec), "--port", str(port),
+            "--log-every", "1", *args]
+    for override in overrides:
+        argv += ["--set", override]
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"serve-{time.monotonic_ns()}.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                                env=env)
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + ready_s
+        while time.monotonic() < deadline:
+            if selector.select(timeout=1.0):
+                line = proc.stdout.readline()
+                if " on ws://" in line:
+                    served_port = int(line.split(" on ws://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+                    return Served(proc, served_port, log_path, api_key)
+                if not line and proc.poll() is not None:
+                    break
+            elif proc.poll() is not None:
+                break
+    kill_group(proc)
+    raise AssertionError(f"runner serve did not start (rc {proc.returncode}): {log_path.read_text()}")
+
+
+@contextlib.contextmanager
+def served(spec: str | Path, *overrides: str, **kwargs):
+    """A running `runner serve` for the test's duration; it must then stop cleanly on SIGTERM (exit 0)."""
+    server = start_server(spec, *overrides, **kwargs)
+    try:
+        yield server
+    except BaseException:
+        kill_group(server.proc)
+        raise
+    rc = server.stop()
+    assert rc == 0, f"runner serve exited {rc}: {server.log()}"
+
+
+@pytest.fixture
+def serve_policy(tmp_path: Path):
+    """`served` for tests outside this folder's imports (tests/lerobot): `with serve_policy(SPEC, *sets): ...`."""
+    import functools
+
+    return functools.partial(served, log_dir=tmp_path / "serve-logs")

@@ -170,3 +170,28 @@ class Hold:
 
 def hold() -> Hold:
     return Hold()
+
+
+class Chunked:
+    """Per-env: what tests/openpi_peer.py's server answers for `agent_pos`, executed as runner's remote client
+    executes a chunk (its first `replan` actions, then ask again): the local twin of a remote run against it."""
+
+    observation_keys = ("agent_pos",)
+
+    def __init__(self, horizon: int = 10, replan: int = 3, action_dim: int = 4) -> None:
+        self.horizon, self.replan, self.action_dim = horizon, replan, action_dim
+        self.queue: list[np.ndarray] = []
+
+    def reset(self, start: Any) -> None:
+        self.queue = []
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        from tests.openpi_peer import chunk_for
+
+        if not self.queue:
+            self.queue = list(chunk_for(observation["agent_pos"], self.horizon, self.action_dim)[:self.replan])
+        return self.queue.pop(0)
+
+
+def chunked(horizon: int = 10, replan: int = 3, action_dim: int = 4) -> Chunked:
+    return Chunked(horizon, replan, action_dim)

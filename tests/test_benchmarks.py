@@ -32,3 +32,14 @@ def test_throughput_quick_runs_every_measurement_on_the_same_episodes():
     ratios = [float(r) for r in re.findall(r"ratio to the bound: ([\d.]+) end to end", out)]
     assert len(ratios) == 2 and all(0 < r < 2 for r in ratios), out
     assert len(re.findall(r"runner / ceiling: [\d.]+", out)) == 2, out
+
+
+@pytest.mark.slow
+def test_remote_quick_compares_identical_episodes_and_reports_the_servers_batches():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "remote.py"), "--quick"], capture_output=True,
+                          text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert re.findall(r"W=(\d): 8 episodes, \d+ steps, 8 successes; per-episode results identical", out) == ["1", "2"]
+    assert len(re.findall(r"remote: [\d.]+ s, \d+ env steps/s, remote / local time [\d.]+", out)) == 2, out
+    assert re.search(r"server: \d+ requests, batch sizes 1x\d+ .*\(mean 1\.00\)", out), out  # one worker: batches of 1

@@ -20,9 +20,9 @@ BOX = spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
 PUSH = TaskRef("push-v3", 0, "push-v3", "Push the puck to a goal")
 
 
-def policy_spec(type_: str, path: str | None = None, **kwargs) -> PolicySpec:
-    return build(PolicySpec, {"type": type_, "path": path, "device": "cpu", "empty_cameras": 0, "rename_map": {},
-                              "kwargs": kwargs})
+def policy_spec(type_: str, path: str | None = None, url: str | None = None, **kwargs) -> PolicySpec:
+    return build(PolicySpec, {"type": type_, "path": path, "url": url, "device": "cpu", "empty_cameras": 0,
+                              "rename_map": {}, "kwargs": kwargs})
 
 
 def env_spec(type_: str = "metaworld", task: str = "push-v3") -> EnvSpec:
@@ -44,7 +44,8 @@ def test_registry_unknown_type():
         make_policy(policy_spec("scriptd"), env_spec())
 
 
-@pytest.mark.parametrize("type_", [t for t in names("policy") if t not in ("lerobot", "python")])
+# lerobot and python have no per-env form; remote needs its server (tests/test_remote.py)
+@pytest.mark.parametrize("type_", [t for t in names("policy") if t not in ("lerobot", "python", "remote")])
 def test_builtin_policies_offer_a_per_env_form(type_):
     policy = make_policy(policy_spec(type_), env_spec())
     assert callable(policy.per_env())

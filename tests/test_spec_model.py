@@ -560,7 +560,7 @@ def test_ci_set_problem_from_several_overrides_points_at_ci_set(here: Path) -> N
         (
             "policy.type: scripted_",
             "c.yaml:9:5: ci.set.policy.type: with the CI overrides applied, policy.type: "
-            "\"scripted_\" is not one of: lerobot, scripted, random, python; did you mean 'scripted'?",
+            "\"scripted_\" is not one of: lerobot, scripted, random, python, remote; did you mean 'scripted'?",
         ),
         ("env.type.x: 1", "c.yaml:9:5: ci.set.env.type.x: env.type is not a mapping, so env.type.x cannot be set"),
         ("install.python: '3.11'", "c.yaml:9:5: ci.set.install.python: may only override env.*, policy.*, eval.*"),

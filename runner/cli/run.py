@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         return _exit_code(outcome.merged.errors, len(outcome.merged.records), args.allow_errors)
     where = "" if shard is None else f" (shard {shard})"
     say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
-        f"results in {out_dir}{where}")
+        f"results go to {out_dir}{where}")
     result = evaluate(spec, Path(out_dir), options)
     _report(result)
     return _exit_code(result.errors, len(result.records), args.allow_errors)

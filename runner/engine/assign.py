@@ -9,9 +9,11 @@ Which task a free slot takes (`SCHEDULES`; the spec's `eval.schedule`, or `runne
   Each task's env is built about once instead of once per slot; still at most one simulator per slot.
 Results never depend on the schedule: an episode is decided by its task and seed alone.
 
-Attempts: an episode whose worker crashed, hung or whose simulator raised is retried up to `max_retries`
-times, then recorded as an error. When the first FAIL_FAST_EPISODES episodes to run out of attempts come
-before any episode succeeded (in a run with no earlier successes), the setup is broken, not an episode.
+Attempts: an episode whose worker crashed, hung or whose simulator raised (or whose remote policy server could
+not be reached) is retried up to `max_retries` times, then recorded as an error. When the first
+FAIL_FAST_EPISODES episodes to run out of attempts come before any episode succeeded (in a run with no earlier
+successes), the setup is broken, not an episode; when the last FAIL_FAST_EPISODES did because the policy server
+was unreachable, the server is down: both stop the run.
 """
 
 from __future__ import annotations
@@ -96,18 +98,28 @@ class Attempts:
         self.failures: dict[Any, int] = {}
         self.n_ok = 0
         self.n_errors = 0
+        self.unavailable_streak = 0  # episodes in a row out of attempts with the policy server unreachable
 
-    def failed(self, key: Any) -> Verdict:
-        """Count a failed attempt of episode `key`; a verdict that does not retry counts it as an error."""
+    def failed(self, key: Any, *, unavailable: bool = False) -> Verdict:
+        """Count a failed attempt of episode `key`; a verdict that does not retry counts it as an error.
+        `unavailable`: the attempt failed because a policy server could not be reached."""
         attempt = self.failures[key] = self.failures.get(key, 0) + 1
         total = self.max_retries + 1
         if attempt < total:
             return Verdict(True, attempt, total)
         self.n_errors += 1
+        self.unavailable_streak = self.unavailable_streak + 1 if unavailable else 0
         return Verdict(False, attempt, total)
 
     def succeeded(self) -> None:
         self.n_ok += 1
+        self.unavailable_streak = 0
+
+    @property
+    def service_down(self) -> bool:
+        """The last episodes in a row ran out of attempts because the policy server was unreachable: the rest
+        would too, so the run stops (they stay pending, for a resume) instead of recording each as an error."""
+        return self.unavailable_streak >= FAIL_FAST_EPISODES
 
     @property
     def setup_broken(self) -> bool:

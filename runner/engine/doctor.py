@@ -7,7 +7,7 @@ The checks, in order; a check whose ground is missing is skipped, so only the ca
   simulator  the env adapter's own check (its packages import)
   tasks      the tasks the spec names exist (e.g. the Gym id is registered)
   assets     the adapter's preflight (e.g. LIBERO's assets)
-  policy     the policy's preflight (installed, hub id reachable within seconds), then it loads
+  policy     the policy's preflight (installed, hub id or policy server reachable within seconds), then it loads
   rendering  offscreen OpenGL works, when the run renders (one frame in a throwaway process)
   episode    one env built, reset, the policy asked for one action, one step (and one video frame)
 
@@ -27,7 +27,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from runner.errors import RunnerError
+from runner.errors import ConfigError, PolicyUnavailable, RunnerError
 from runner.install.needs import distributions
 from runner.install.plan import InstallPlan, python_tuple
 from runner.spec import Spec
@@ -95,14 +95,20 @@ def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
     from runner.policies import make_policy, preflight_policy
 
     policy = None
+    served: dict[str, Any] = {}  # what a policy server says it serves
+
+    def preflight_and_describe() -> str:
+        served.update(preflight_policy(spec.policy))
+        return _describe_policy(spec, served)
+
     if _lacking(policy_needs, absent):
         loaded = Check("policy", SKIP, f"needs {', '.join(_lacking(policy_needs, absent))} (packages)")
     else:
-        loaded = _attempt("policy", lambda: preflight_policy(spec.policy) or _describe_policy(spec), install)
+        loaded = _attempt("policy", preflight_and_describe, _policy_fix(install))
     if loaded.status == OK:
         holder: list[Any] = []
-        loaded = _attempt("policy", lambda: holder.append(make_policy(spec.policy, spec.env)) or _describe_policy(spec),
-                          "check policy.path and policy.kwargs")
+        loaded = _attempt("policy", lambda: holder.append(make_policy(spec.policy, spec.env))
+                          or _describe_policy(spec, served), "check policy.path and policy.kwargs")
         policy = holder[0] if holder else None
     yield loaded
     try:
@@ -124,7 +130,8 @@ def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
             yield Check("episode", SKIP, "needs the tasks, their assets, the policy and rendering")
         else:
             yield _attempt("episode", lambda: _one_step(spec, adapter, tasks[0], policy, keys),
-                           "the message is the simulator's or the policy's own")
+                           lambda exc: "correct the spec: the message names what" if isinstance(exc, ConfigError)
+                           else "the message is the simulator's or the policy's own")
     finally:
         if policy is not None:
             try:
@@ -180,25 +187,40 @@ def _extra(name: str) -> tuple[str, ...]:
     return extras().get(name, ())
 
 
-def _attempt(name: str, call: Callable[[], Any], fix: str) -> Check:
+def _attempt(name: str, call: Callable[[], Any], fix: str | Callable[[BaseException], str]) -> Check:
+    """The check `call` makes; `fix`: the fix to show when it fails (or a function of the failure)."""
     try:
         detail = call()
-    except RunnerError as exc:
-        return Check(name, FAIL, str(exc), fix)
     except Exception as exc:  # a check reports; it never raises
-        return Check(name, FAIL, f"{type(exc).__name__}: {exc}", fix)
+        text = str(exc) if isinstance(exc, RunnerError) else f"{type(exc).__name__}: {exc}"
+        return Check(name, FAIL, text, fix(exc) if callable(fix) else fix)
     return Check(name, OK, str(detail))
 
 
-def _describe_policy(spec: Spec) -> str:
-    return f"{spec.policy.type}" + (f" {spec.policy.path}" if spec.policy.path else "")
+def _policy_fix(install: str) -> Callable[[BaseException], str]:
+    """A policy that cannot be loaded or reached: install it, start its server, or correct the spec."""
+    def fix(exc: BaseException) -> str:
+        if isinstance(exc, PolicyUnavailable):
+            return "start the policy server (e.g. runner serve SPEC on that machine) or correct policy.url"
+        if isinstance(exc, ConfigError):
+            return "correct the spec, or the environment variable the message names"
+        return install
+
+    return fix
+
+
+def _describe_policy(spec: Spec, served: dict[str, Any] | None = None) -> str:
+    """The policy, and what its server (a remote policy's) says it serves."""
+    text = f"{spec.policy.type}" + (f" {spec.policy.path}" if spec.policy.path else "")
+    text += f" at {spec.policy.url}" if spec.policy.url else ""
+    parts = [str(served[k]) for k in ("server", "server_type", "server_path") if served and k in served]
+    return text + (f" (serving: {' '.join(parts)})" if parts else "")
 
 
 def _one_step(spec: Spec, adapter: Any, task: Any, policy: Any, keys: frozenset[str] | None) -> str:
     """Build one env, reset it, ask the policy for one action (checked as in a run), step, render a frame."""
     from runner.engine.actions import ActionSpec, check_batch
-    from runner.engine.scheduler import stack_observations
-    from runner.policies.base import EpisodeStart
+    from runner.policies.base import EpisodeStart, stack_observations
 
     start = time.perf_counter()
     videos = spec.eval.videos > 0

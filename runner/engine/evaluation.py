@@ -118,17 +118,24 @@ class EvalResult:
 
 
 def policy_label(spec: Spec) -> str:
-    """How metrics.json names the policy: its path when its type takes one (lerobot, python), else its type."""
-    if policy_type(spec.policy.type).path and spec.policy.path:
+    """How metrics.json names the policy: its path when its type takes one (lerobot, python), its server's URL
+    (remote), else its type."""
+    kind = policy_type(spec.policy.type)
+    if kind.path and spec.policy.path:
         return spec.policy.path
+    if kind.url and spec.policy.url:
+        return spec.policy.url
     return spec.policy.type
 
 
 def run_identity(spec: Spec) -> dict[str, Any]:
     """The spec fields that decide the results (hashed into run.json; see runner.results.runfile)."""
+    policy = thaw(spec.policy)
+    if policy.get("url") is None:  # a field newer than most run files: hashed only when set
+        policy.pop("url", None)
     return {
         "env": thaw(spec.env),
-        "policy": thaw(spec.policy),
+        "policy": policy,
         "eval": {"n_episodes": spec.eval.n_episodes, "seed": spec.eval.seed, "videos": spec.eval.videos},
     }
 
@@ -146,14 +153,15 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     schedule = options.schedule or spec.eval.schedule
     adapter = get_adapter(spec.env.type)
     adapter.check()
-    preflight_policy(spec.policy)  # e.g. LeRobot installed, a hub id reachable: seconds, before any simulator
+    # e.g. LeRobot installed, a hub id reachable, a policy server answering: seconds, before any simulator
+    served = preflight_policy(spec.policy)
     preflight = getattr(adapter, "preflight", None)
     if preflight is not None:
         preflight(spec.env)  # e.g. LIBERO's assets: fail before any output exists
     tasks = adapter.tasks(spec.env)
     labels = {"env": spec.env.type, "task": spec.env.task, "policy": policy_label(spec)}
     run_file = RunFile(spec.name, run_identity(spec), tuple(tasks), spec.eval.n_episodes, labels, options.shard,
-                       options.invocation, provenance=provenance.collect(thaw(spec.policy)))
+                       options.invocation, provenance=provenance.collect(thaw(spec.policy), served))
     jobs = make_plan(run_file.plan, lambda t: adapter.max_steps(t, spec.env), options.shard)
     run_dir = RunDir(Path(out_dir), run_file, fresh=options.fresh_dir)
     run_dir.inspect(options.resume)  # refuse another run's directory now, before the policy loads
@@ -183,7 +191,7 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
         with run_dir.open(options.resume) as session:
             todo = [job for job in jobs if job.key not in session.done]
             batch_size = max(1, min(requested, len(todo)))
-            config = dataclasses.replace(config, out_dir=str(run_dir.path))
+            config = dataclasses.replace(config, out_dir=str(run_dir.path), n_slots=batch_size)
             run = _run(todo, len(jobs), len(jobs) - len(todo), config, batch_size, processes, session,
                        options, schedule, policy=None if per_env else policy, policy_name=policy_label(spec),
                        preload=preload)

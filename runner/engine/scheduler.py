@@ -38,8 +38,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from runner.engine.actions import ActionSpec, check_batch
 from runner.engine.assign import SCHEDULES, Attempts, Pending, next_task
 from runner.engine.plan import EpisodeJob
@@ -47,6 +45,7 @@ from runner.engine.pool import InlineSlot, Poller, ProcessSlot, Slot, WorkerLost
 from runner.engine.signals import StopControl
 from runner.engine.worker import DONE, ERROR, OBS, START, STARTED, STEP, Abandoned, EpisodeResult, ErrorInfo
 from runner.errors import EvaluationError, Interrupted, RunnerError
+from runner.policies.base import signature, stack_observations
 
 POLL_S = 0.25  # how often a blocked wait looks at the stop flag and the timeouts
 
@@ -145,7 +144,7 @@ class Scheduler:
         task = next_task(self.pending, self.schedule, state.task, running)
         return None if task is None else self.pending.take(task)
 
-    def on_worker_lost(self, state: SlotState, reason: str, *, kill: bool = False) -> None:
+    def on_worker_lost(self, state: SlotState, reason: str, *, kill: bool = False, unavailable: bool = False) -> None:
         """The slot's worker died, hung or its simulator failed: replace it and retry or record the episode."""
         slot = state.slot
         if self.stop.requested:  # stopping (a SIGTERM to the whole group kills the workers too): no new worker
@@ -166,15 +165,15 @@ class Scheduler:
             slot.reset_env()
         self.n_replaced += 1
         state.task = None  # the fresh worker holds no env
-        self._episode_failed(state, reason)
+        self._episode_failed(state, reason, unavailable)
 
-    def _episode_failed(self, state: SlotState, reason: str) -> None:
+    def _episode_failed(self, state: SlotState, reason: str, unavailable: bool = False) -> None:
         job = state.job
         elapsed = time.perf_counter() - state.started_s
         self._free(state)
         if job is None:
             return
-        verdict = self.attempts.failed(job.key)
+        verdict = self.attempts.failed(job.key, unavailable=unavailable)
         if verdict.retry:
             self.warn(f"runner: warning: {job.describe()}: {reason}; retrying on a fresh worker "
                       f"(attempt {verdict.attempt + 1} of {verdict.total})")
@@ -190,6 +189,13 @@ class Scheduler:
                 f"the first {self.attempts.n_errors} episodes to run all failed and none succeeded, so the setup "
                 f"rather than an episode is broken; stopping. Last failure: {message} ({job.describe()}). They are "
                 "recorded as errors; fix the cause and run the same command again to retry them")
+        if self.attempts.service_down:
+            times = f"{verdict.total} time{'s' if verdict.total > 1 else ''}"
+            raise EvaluationError(
+                f"the policy server was unreachable for the last {self.attempts.unavailable_streak} episodes in a row, "
+                f"each tried {times}; stopping. Last failure: {message} ({job.describe()}). Those episodes are "
+                "recorded as errors and the rest are not started: once the server is back, run the same command "
+                "again to run them")
 
     def _free(self, state: SlotState) -> None:
         state.job = None
@@ -280,7 +286,7 @@ class Scheduler:
             observation, action_space = value
             state.action_spec = ActionSpec(action_space)
             state.observation, state.has_observation = observation, True
-            state.batch_key = (_signature(observation), state.action_spec.shape)
+            state.batch_key = (signature(observation), state.action_spec.shape)
             self._starts.append(state)
         elif kind == DONE:
             job = state.job
@@ -294,7 +300,9 @@ class Scheduler:
             if not value.retry:
                 raise worker_error(value, state.job)
             where = f" ({value.where})" if value.where else ""
-            self.on_worker_lost(state, f"the simulator raised {value.kind}: {value.message}{where}")
+            reason = value.message if value.source == "policy" else \
+                f"the simulator raised {value.kind}: {value.message}{where}"
+            self.on_worker_lost(state, reason, unavailable=value.kind == "PolicyUnavailable")
         else:
             raise EvaluationError(f"unexpected reply {kind!r} from worker {slot.index}")
 
@@ -357,22 +365,8 @@ def worker_error(info: ErrorInfo, job: EpisodeJob | None) -> RunnerError:
     return EvaluationError(f"{who}{info.kind}: {info.message}{where}{episode}")
 
 
-def _signature(observation: Any) -> Any:
-    if isinstance(observation, dict):
-        return tuple((k, _signature(v)) for k, v in sorted(observation.items()))
-    array = np.asarray(observation)
-    return (array.shape, array.dtype.str)
-
-
 def _groups(states: list[SlotState]) -> list[list[SlotState]]:
     groups: dict[Any, list[SlotState]] = {}
     for state in states:
         groups.setdefault(state.batch_key, []).append(state)
     return list(groups.values())
-
-
-def stack_observations(observations: list[Any]) -> Any:
-    first = observations[0]
-    if isinstance(first, dict):
-        return {k: stack_observations([o[k] for o in observations]) for k in first}
-    return np.stack([np.asarray(o) for o in observations])

@@ -58,6 +58,7 @@ class WorkerConfig:
     out_dir: str
     videos: bool  # whether some episodes are recorded (envs then render frames on request)
     environ: dict[str, str] = field(default_factory=dict)  # set (setdefault) before the simulator loads
+    n_slots: int = 1  # slots in the run (its batch size), told to per-env policies with each episode start
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,14 @@ class ErrorInfo:
             name = f" {exc.name!r}" if exc.name else ""
             return cls("MissingDependencyError", f"a worker cannot import{name}: {exc}", True, where,
                        "".join(traceback.format_exception(exc)), False, source)
+        retry = retry and (not isinstance(exc, RunnerError) or transient(exc))
         return cls(type(exc).__name__, str(exc), isinstance(exc, RunnerError), where,
-                   "".join(traceback.format_exception(exc)), retry and not isinstance(exc, RunnerError), source)
+                   "".join(traceback.format_exception(exc)), retry, source)
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure that may pass (a remote policy server unreachable): the episode may be run again."""
+    return bool(getattr(exc, "transient", False))
 
 
 class PolicyFailure(Exception):
@@ -153,7 +160,7 @@ class EpisodeRunner:
             raise
         except PolicyFailure as exc:
             self._abandon()
-            return (ERROR, ErrorInfo.from_exception(exc.cause, source="policy"))
+            return (ERROR, ErrorInfo.from_exception(exc.cause, retry=transient(exc.cause), source="policy"))
         except Exception as exc:
             self._abandon()
             return (ERROR, ErrorInfo.from_exception(exc, retry=True))
@@ -202,6 +209,10 @@ class EpisodeRunner:
     def close(self) -> None:
         self._abandon()
         self._close_env()
+        close = getattr(self.policy, "close", None)
+        if close is not None:  # e.g. a remote policy's connection; opened again by the next episode
+            with contextlib.suppress(Exception):
+                close()
 
     def _run_locally(self, job: EpisodeJob, observation: Any) -> tuple[str, Any]:
         from runner.policies.base import EpisodeStart
@@ -210,24 +221,37 @@ class EpisodeRunner:
         spec = ActionSpec(space)
         catch = (Exception, *self.user_aborts)
         try:
-            self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space))
-        except RunnerError:
+            self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space, self.config.n_slots))
+        except RunnerError as exc:
+            if transient(exc):
+                raise PolicyFailure(exc) from exc
             raise
         except catch as exc:
             raise PolicyFailure(exc) from exc
         while True:
             try:
                 action = self.policy.act(observation)
-            except RunnerError:
+            except RunnerError as exc:
+                if transient(exc):
+                    raise PolicyFailure(exc) from exc
                 raise
             except catch as exc:
                 raise PolicyFailure(exc) from exc
             kind, value = self.step(check_action(action, spec, job.describe))
             if kind == DONE:
+                self._episode_end(value.success)
                 return (kind, value)
             observation = value
             if self.should_stop is not None and self.should_stop():
                 raise Abandoned()
+
+    def _episode_end(self, success: bool) -> None:
+        """The per-env policy's optional `episode_end(success)` (a remote policy tells its server): a notification
+        after the result is known, so its failure never changes or loses the episode."""
+        end = getattr(self.policy, "episode_end", None)
+        if end is not None:
+            with contextlib.suppress(Exception):
+                end(success)
 
     def _finish(self) -> EpisodeResult:
         assert self.job is not None

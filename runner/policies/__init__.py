@@ -16,13 +16,14 @@ def make_policy(policy: Any, env: Any) -> Any:
     return runtime("policy", policy.type)(policy, env)
 
 
-def preflight_policy(policy: Any) -> None:
-    """The adapter's cheap checks (installed, options, a hub id reachable), before any simulator, checkpoint or
-    output; adapters without a `preflight` have nothing to check early."""
+def preflight_policy(policy: Any) -> dict[str, Any]:
+    """The adapter's cheap checks (installed, options, a hub id or a policy server reachable), before any simulator,
+    checkpoint or output; adapters without a `preflight` have nothing to check early. Returns what the check
+    learnt of the policy's identity for the run's provenance (a policy server's own account), or {}."""
     module, _ = import_target("policy", policy.type, policy_type(policy.type).runtime)
     check = getattr(module, "preflight", None)
-    if check is not None:
-        check(policy)
+    found = check(policy) if check is not None else None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def __getattr__(name: str) -> Any:  # the protocol's names, imported when asked for (they need gymnasium)

@@ -11,6 +11,7 @@ possibly of different tasks. A policy therefore keeps any per-episode state *per
   Returns an array of shape (B, *action_space.shape).
 - `observation_keys`: the env observation keys the policy reads (None: all), so envs render images
   only for policies that look at them.
+- `release(slot)` (optional): forget a slot's state (`runner serve` calls it when a client goes away).
 - `per_env()`: optionally, a picklable zero-argument factory of a `PerEnvPolicy`. Cheap per-env
   policies (scripted experts, random) offer it, and the engine may then run the policy inside each
   worker instead of round-tripping every step through the main process. Both paths give identical
@@ -53,7 +54,8 @@ class EpisodeStart:
 
 @runtime_checkable
 class PerEnvPolicy(Protocol):
-    """A policy for one env at a time (unbatched observations)."""
+    """A policy for one env at a time (unbatched observations). Optional: `episode_end(success)`, told when an
+    episode it ran in a worker ends; `close()`."""
 
     def reset(self, start: EpisodeStart) -> None: ...
 
@@ -76,6 +78,22 @@ class Policy(Protocol):
 def observation_row(observation: Mapping[str, Any], i: int) -> dict[str, Any]:
     """Row i of a batched observation (nested dicts kept)."""
     return {k: observation_row(v, i) if isinstance(v, Mapping) else v[i] for k, v in observation.items()}
+
+
+def stack_observations(observations: Sequence[Any]) -> Any:
+    """Unbatched observations (dicts of arrays, nested dicts kept) stacked along a new leading batch axis."""
+    first = observations[0]
+    if isinstance(first, Mapping):
+        return {k: stack_observations([o[k] for o in observations]) for k in first}
+    return np.stack([np.asarray(o) for o in observations])
+
+
+def signature(observation: Any) -> Any:
+    """The keys, shapes and dtypes of an unbatched observation: observations with equal signatures stack."""
+    if isinstance(observation, Mapping):
+        return tuple((k, signature(v)) for k, v in sorted(observation.items()))
+    array = np.asarray(observation)
+    return (array.shape, array.dtype.str)
 
 
 class PerEnvBatch:
@@ -103,5 +121,17 @@ class PerEnvBatch:
     def per_env(self) -> Callable[[], PerEnvPolicy] | None:
         return self.factory if self.offer_per_env else None
 
+    def release(self, slot: int) -> None:
+        """Forget a slot's policy (a server's client went away)."""
+        _close(self._slots.pop(slot, None))
+
     def close(self) -> None:
+        for policy in self._slots.values():
+            _close(policy)
         self._slots.clear()
+
+
+def _close(policy: Any) -> None:
+    close = getattr(policy, "close", None)
+    if close is not None:
+        close()

@@ -29,8 +29,9 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def collect(policy: Mapping[str, Any]) -> dict[str, Any]:
-    """The provenance of a session about to start (`ended_at` is filled in when it ends)."""
+def collect(policy: Mapping[str, Any], served: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance of a session about to start (`ended_at` is filled in when it ends). `served`: what a policy
+    server said of the policy it serves (runner.policies.preflight_policy), added to the policy's identity."""
     return {
         "runner": {"version": runner.__version__, **git_state(Path(runner.__file__).resolve().parent.parent)},
         "python": platform.python_version(),
@@ -38,7 +39,7 @@ def collect(policy: Mapping[str, Any]) -> dict[str, Any]:
         "host": host(),
         "started_at": now(),
         "ended_at": None,
-        "policy": policy_identity(policy),
+        "policy": {**policy_identity(policy), **(served or {})},
     }
 
 

@@ -15,7 +15,8 @@ from runner.spec.problems import Pos, Problem, SpecError, dotted
 from runner.spec.yamlload import MAX_DEPTH, Document, decode, load, read_bytes
 from runner.text import cut
 
-OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+# dotted.key; parts after the first may hold / : - too (a remote policy's request keys: observation/image)
+OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_/:-]+)*$")
 MAX_OVERRIDE_ECHO = 120  # characters of a --set override named in messages
 EXTENDS = re.compile(schema.schema()["properties"]["extends"]["pattern"])
 

@@ -60,6 +60,7 @@ class EnvSpec:
 class PolicySpec:
     type: str
     path: str | None
+    url: str | None
     device: str
     empty_cameras: int
     rename_map: Frozen[str, str]

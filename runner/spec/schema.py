@@ -105,6 +105,9 @@ PATTERN_HELP: dict[str, str] = {
     r"^[A-Za-z0-9_]+$": "letters, digits and _",
     r"^[A-Za-z0-9_.~/:@-]+$": "a hub id like user/model, a local path, or module:factory (no spaces)",
     r"^(auto|cpu|mps|cuda(:[0-9]+)?)$": "auto, cpu, mps, cuda or cuda:N",
+    r"^wss?://[A-Za-z0-9._~%:@\[\]-]+(/[A-Za-z0-9._~%/:@+=-]*)?$": (
+        "a WebSocket URL like ws://127.0.0.1:8000 or wss://host/path (ws:// or wss://, not http://; no spaces)"
+    ),
     r"^[1-9][0-9]*[kmg]?$": "a size like 2g, 512m or 65536k",
     r"^[0-9*/,-]+( [0-9*/,-]+){4}$": 'a cron line with five fields, like "0 2 * * 1"',
     r"^[A-Za-z0-9_./*-]+$": "a branch name or glob (letters, digits and _ . / * -)",
@@ -118,6 +121,13 @@ PATTERN_HELP: dict[str, str] = {
 
 _MISSING_KEY = "required key is missing"
 _BOOL_WORDS = {"yes": "true", "no": "false", "on": "true", "off": "false", "y": "true", "n": "false"}
+
+
+def _yaml_word(value: Any) -> str:
+    """An enum value as a spec writes it (true, not True)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
 
 
 def type_name(value: Any) -> str:
@@ -201,7 +211,7 @@ def _explain(error: jsonschema.ValidationError, doc: Document) -> list[Problem]:
         return [Problem(at, dotted(path + (k,)), _MISSING_KEY) for k in value if k not in inst]
     if kind == "enum":
         hint = did_you_mean(inst, value) if isinstance(inst, str) else None
-        return [Problem(here, where, f"{_short(inst)} is not one of: {', '.join(map(str, value))}", hint)]
+        return [Problem(here, where, f"{_short(inst)} is not one of: {', '.join(map(_yaml_word, value))}", hint)]
     if kind == "type":
         wanted = " or ".join(_schema_type_name(w) for w in (value if isinstance(value, list) else [value]))
         message, hint = f"expected {wanted}, got {_described(inst)}", None

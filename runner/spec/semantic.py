@@ -76,7 +76,7 @@ def check(data: dict[str, Any], doc: Document, source: Path | None, skip: Collec
         if too_many:
             add(("eval", "n_episodes"), too_many)
     if ok("env", "policy"):
-        _check_policy(data["policy"], data["env"]["type"], doc, add, problems)
+        _check_policy(data["policy"], data["env"], doc, add, problems)
     if ok("ci"):
         ci = data["ci"]
         if ci["hub_login"] and "HF_TOKEN" not in ci["secrets"]:
@@ -160,18 +160,25 @@ def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], pro
             add(path, message, hint, at_key=len(path) > 2)
 
 
-def _check_policy(policy: dict[str, Any], env_type: str, doc: Document, add: Callable[..., None],
+def _check_policy(policy: dict[str, Any], env: dict[str, Any], doc: Document, add: Callable[..., None],
                   problems: list[Problem]) -> None:
     """The policy section against its type's descriptor, and the pairing of the policy type with the env type."""
     kind = policy_type(policy["type"])
     if kind.path and not policy["path"]:
         add(("policy", "type"), f"policy type {kind.name!r} needs policy.path ({kind.path})")
+    if kind.url and not policy["url"]:  # like policy.path, a url is ignored by the types that take none
+        add(("policy", "type"), f"policy type {kind.name!r} needs policy.url ({kind.url})")
     if kind.path_pattern and policy["path"] and not re.match(kind.path_pattern, policy["path"]):
         add(("policy", "path"), f"{policy['path']!r} is not a policy.path of type {kind.name!r}: expected {kind.path}")
+    env_type = env["type"]
     family = env_family(env_type)
     if kind.envs is not None and env_type not in kind.envs:
         add(("policy", "type"), f"policy type {kind.name!r} runs only with env type {', '.join(kind.envs)}, "
                                 f"not {env_type!r}")
     elif family.policies is not None and kind.name not in family.policies:
         add(("policy", "type"), f"env type {env_type!r} runs only the policy types {', '.join(family.policies)}")
-    problems.extend(schema.check_fragment(policy["kwargs"], kind.kwargs_schema, doc, ("policy", "kwargs")))
+    found = schema.check_fragment(policy["kwargs"], kind.kwargs_schema, doc, ("policy", "kwargs"))
+    problems.extend(found)
+    if kind.check is not None and not found:
+        for path, message, hint in kind.check(policy, env, family):
+            add(path, message, hint, at_key=True)

@@ -3,6 +3,9 @@ finds and prepares the assets is `adapter.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from runner.adapters import EnvFamily, Needs
 
 # suite -> (number of tasks, max steps per episode as LeRobot sets them)
@@ -14,6 +17,7 @@ LIBERO_SUITES: dict[str, tuple[int, int]] = {
     'libero_90': (90, 400),
 }
 LIBERO_CAMERAS = ("agentview_image", "robot0_eye_in_hand_image")
+DEFAULT_CAMERA_NAMES = {"agentview_image": "image", "robot0_eye_in_hand_image": "image2"}  # LeRobot's names
 
 KWARGS_SCHEMA = {
     "type": "object",
@@ -38,6 +42,14 @@ KWARGS_SCHEMA = {
     },
 }
 
+def pixel_names(env: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of env.kwargs.camera_name's cameras in `pixels` (LeRobot's image, image2 unless renamed)."""
+    value = (env.get("kwargs") or {}).get("camera_name", ",".join(LIBERO_CAMERAS))
+    cameras = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    mapping = env.get("camera_name_mapping") or {}
+    return tuple(mapping.get(c.strip(), DEFAULT_CAMERA_NAMES.get(c.strip(), c.strip())) for c in cameras if c.strip())
+
+
 FAMILY = EnvFamily(
     name="libero",
     runtime="runner.envs.libero.adapter:LiberoAdapter",
@@ -48,6 +60,7 @@ FAMILY = EnvFamily(
     items={suite: n for suite, (n, _) in LIBERO_SUITES.items()},
     item_hint=f"suites: {', '.join(LIBERO_SUITES)}",
     cameras=LIBERO_CAMERAS,
+    pixel_names=pixel_names,
     needs=Needs(("hf-libero", "mujoco"), "add install.extras: [libero]", apt=("cmake", "make", "g++"),
                 renders_with_mujoco=True),
     supports=("prepare", "preflight"),

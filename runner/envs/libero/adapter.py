@@ -40,7 +40,7 @@ import numpy as np
 from gymnasium import spaces
 
 from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, renders, select_task_ids, unique_groups, wants
-from runner.envs.libero import LIBERO_CAMERAS, LIBERO_SUITES
+from runner.envs.libero import DEFAULT_CAMERA_NAMES, LIBERO_CAMERAS, LIBERO_SUITES
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
@@ -51,7 +51,6 @@ SETTLE_STEPS = 10  # LeRobot's `num_steps_wait`
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 DEFAULT_MAX_STEPS = 500  # LeRobot's default for a suite missing from its table
 CAMERAS = LIBERO_CAMERAS  # LeRobot's observation names; robosuite's camera = name minus "_image"
-DEFAULT_CAMERA_NAMES = {"agentview_image": "image", "robot0_eye_in_hand_image": "image2"}  # LeRobot's default
 KWARGS: dict[str, Any] = {
     "observation_width": 360,
     "observation_height": 360,

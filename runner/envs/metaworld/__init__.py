@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from runner.adapters import EnvFamily, Needs
 from runner.envs.metaworld.catalog import METAWORLD_CAMERAS, METAWORLD_GROUPS, METAWORLD_TASK_PREFIX, METAWORLD_TASKS
 
@@ -27,6 +30,12 @@ KWARGS_SCHEMA = {
     },
 }
 
+def pixel_names(env: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """One image, or a map of the cameras camera_name_mapping names (by their new names)."""
+    mapping = env.get("camera_name_mapping") or {}
+    return tuple(mapping.values()) or None
+
+
 FAMILY = EnvFamily(
     name="metaworld",
     runtime="runner.envs.metaworld.adapter:MetaWorldAdapter",
@@ -38,6 +47,7 @@ FAMILY = EnvFamily(
     normalize_item=lambda item: item.removeprefix(METAWORLD_TASK_PREFIX),
     item_hint=f"groups: {', '.join(METAWORLD_GROUPS)}; `runner list` shows the tasks",
     cameras=METAWORLD_CAMERAS,
+    pixel_names=pixel_names,
     needs=Needs(("metaworld", "mujoco"), "add install.extras: [metaworld]", renders_with_mujoco=None),
     supports=("preload",),
 )

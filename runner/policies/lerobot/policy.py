@@ -253,6 +253,7 @@ def feature_mismatch(expected: Mapping[str, Any], provided: Mapping[str, tuple[i
 @dataclass
 class SlotState:
     seed: int
+    n_slots: int = 1  # the batch size of the run the episode belongs to (the padded forward's width)
     queue: deque = field(default_factory=deque)  # raw policy actions (A,), before the postprocessor
     generator: Any = None  # torch.Generator for this episode's flow-matching noise
     instance: Any = None  # per-slot policy copy (policies without per-slot chunking)
@@ -278,7 +279,6 @@ class LeRobotPolicy:
         self.n_action_steps = int(getattr(self.config, "n_action_steps", 1) or 1)
         self.observation_keys = observation_keys(self.config.input_features, self.rename_map)
         self._slots: dict[int, SlotState] = {}
-        self._n_slots = 1
         self._checked: set[Any] = set()
         self._noise_rows: list[Any] | None = None
         self._amp = self.config.use_amp
@@ -292,8 +292,7 @@ class LeRobotPolicy:
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
         torch = self._torch
         for start in starts:
-            self._n_slots = max(self._n_slots, start.n_slots, start.slot + 1)
-            state = SlotState(seed=start.seed)
+            state = SlotState(seed=start.seed, n_slots=max(start.n_slots, start.slot + 1))
             if self.chunked:
                 state.generator = torch.Generator().manual_seed(start.seed)
             else:
@@ -321,6 +320,9 @@ class LeRobotPolicy:
 
     def per_env(self) -> None:
         return None  # batched in the main process
+
+    def release(self, slot: int) -> None:
+        self._slots.pop(slot, None)
 
     def close(self) -> None:
         self._slots.clear()
@@ -360,8 +362,8 @@ class LeRobotPolicy:
                     self._predict(batch, slots, [i], {i: 0})
             elif self.forward == "grouped":
                 self._predict(batch, slots, rows, {i: pos for pos, i in enumerate(rows)})
-            else:  # padded: row s of the forward is slot s
-                width = max(self._n_slots, max(slots) + 1)
+            else:  # padded: row s of the forward is slot s; as wide as the widest run among the live slots
+                width = max(max(state.n_slots for state in self._slots.values()), max(slots) + 1)
                 by_slot = {slots[i]: i for i in rows}
                 layout = [by_slot.get(s, rows[0]) for s in range(width)]
                 self._predict(batch, slots, layout, {i: slots[i] for i in rows})

@@ -1,0 +1,165 @@
+"""The remote-policy protocol's messages besides observations and actions (docs/remote-policies.md).
+
+On connect the server sends one metadata map. Control messages are maps with "__ctrl__" (the field's convention,
+from vla-eval and others): "episode_start" (with "__task__" and "__episode_id__", and runner's own fields: the
+episode's seed, index, task and action space, so a served policy starts the episode exactly as a local one) and
+"episode_end" (with "__success__"); the server answers each with {"__ack__": <the control>}. Servers that do not
+speak them (openpi's) never get them: runner's client sends them only when the metadata says
+"control_messages": true, or when the spec asks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from runner.policies.base import EpisodeStart
+from runner.tasks import TaskRef
+
+PROTOCOL = 1
+CTRL, ACK = "__ctrl__", "__ack__"
+EPISODE_START, EPISODE_END = "episode_start", "episode_end"
+HEALTH_PATH, STATS_PATH = "/healthz", "/stats"
+MAX_SPACE_ITEMS = 100_000  # elements of an action space's bounds
+MAX_TEXT = 10_000
+
+
+class ProtocolError(ValueError):
+    """A message that decodes but is not what the protocol allows here."""
+
+
+def is_control(message: Mapping[str, Any]) -> bool:
+    return CTRL in message
+
+
+def episode_id(start: EpisodeStart) -> str:
+    return f"{start.task.key}/{start.episode_index}"
+
+
+def episode_start(start: EpisodeStart) -> dict[str, Any]:
+    return {CTRL: EPISODE_START, "__task__": start.task.name, "__episode_id__": episode_id(start),
+            "__task_text__": start.task.text, "__task_group__": start.task.group, "__task_id__": start.task.task_id,
+            "__episode_index__": start.episode_index, "__seed__": start.seed, "__n_slots__": start.n_slots,
+            "__slot__": start.slot,
+            "__action_space__": encode_space(start.action_space)}
+
+
+def episode_end(start: EpisodeStart, success: bool) -> dict[str, Any]:
+    return {CTRL: EPISODE_END, "__episode_id__": episode_id(start), "__success__": bool(success)}
+
+
+def ack(control: str) -> dict[str, Any]:
+    return {ACK: control}
+
+
+def requested_slot(message: Mapping[str, Any]) -> int | None:
+    """The client's own slot number (runner's worker index), which a server may use as its slot for the client."""
+    return _int(message, "__slot__", 0, 0, 1023) if "__slot__" in message else None
+
+
+def parse_episode_start(message: Mapping[str, Any], slot: int) -> EpisodeStart:
+    """The EpisodeStart an "episode_start" message describes, for the server's slot `slot`."""
+    text = _text(message, "__task_text__", _text(message, "__task__", ""))
+    name = _text(message, "__task__", text)
+    return EpisodeStart(
+        slot=slot,
+        task=TaskRef(_text(message, "__task_group__", "remote"), _int(message, "__task_id__", 0, 0, 10**9), name,
+                     text),
+        episode_index=_int(message, "__episode_index__", 0, 0, 10**9),
+        seed=_int(message, "__seed__", 0, 0, 2**63 - 1),
+        action_space=decode_space(message.get("__action_space__")),
+        n_slots=_int(message, "__n_slots__", 1, 1, 1024),
+    )
+
+
+def _text(message: Mapping[str, Any], key: str, default: str) -> str:
+    value = message.get(key, default)
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise ProtocolError(f"{key} must be a string of at most {MAX_TEXT:,} characters")
+    return value
+
+
+def _int(message: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = message.get(key, default)
+    if isinstance(value, np.integer):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ProtocolError(f"{key} must be an integer in {low}..{high}")
+    return value
+
+
+def metadata(*, policy: Mapping[str, Any], observation_keys: frozenset[str] | None, max_batch: int,
+             version: str) -> dict[str, Any]:
+    """What `runner serve` sends on connect."""
+    return {"server": "runner", "runner_version": version, "protocol": PROTOCOL, "control_messages": True,
+            "policy": dict(policy), "observation_keys": None if observation_keys is None else sorted(observation_keys),
+            "max_batch": max_batch}
+
+
+# -- action spaces -----------------------------------------------------------------------------------------
+
+
+def encode_space(space: Any) -> dict[str, Any] | None:
+    """A Gymnasium action space as plain data (Box, Discrete, MultiDiscrete, MultiBinary); None for others."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": np.asarray(space.low), "high": np.asarray(space.high),
+                "dtype": np.dtype(space.dtype).str}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec), "start": np.asarray(space.start)}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": [int(n) for n in np.atleast_1d(space.n)]}
+    return None
+
+
+def decode_space(data: Any) -> Any:
+    """The inverse of `encode_space` (None stays None); ProtocolError for anything else."""
+    if data is None:
+        return None
+    import gymnasium as gym
+
+    if not isinstance(data, Mapping):
+        raise ProtocolError("__action_space__ must be a map")
+    kind = data.get("type")
+    try:
+        if kind == "Box":
+            low, high = _bounds(data, "low"), _bounds(data, "high")
+            if low.shape != high.shape:
+                raise ProtocolError("Box low and high must have the same shape")
+            dtype = np.dtype(str(data.get("dtype"))[:16])
+            if dtype.kind not in "biuf":
+                raise ProtocolError(f"Box dtype {dtype.str!r} is not numeric")
+            return gym.spaces.Box(low=low, high=high, shape=low.shape, dtype=dtype)
+        if kind == "Discrete":
+            return gym.spaces.Discrete(_int(data, "n", 0, 1, 2**62), start=_int(data, "start", 0, -2**62, 2**62))
+        if kind == "MultiDiscrete":
+            return gym.spaces.MultiDiscrete(_bounds(data, "nvec"), start=_bounds(data, "start"))
+        if kind == "MultiBinary":
+            n = data.get("n")
+            if not (isinstance(n, list) and 0 < len(n) <= 32 and all(isinstance(x, int) and 0 < x for x in n)
+                    and math.prod(n) <= MAX_SPACE_ITEMS):
+                raise ProtocolError("MultiBinary n must be a list of positive sizes")
+            return gym.spaces.MultiBinary(n)
+    except (TypeError, ValueError, AssertionError) as exc:
+        if isinstance(exc, ProtocolError):
+            raise
+        raise ProtocolError(f"invalid {kind} action space: {exc}") from None
+    raise ProtocolError(f"unknown action space type {kind!r} (Box, Discrete, MultiDiscrete, MultiBinary)")
+
+
+def _bounds(data: Mapping[str, Any], key: str) -> np.ndarray:
+    value = data.get(key)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf" or value.size > MAX_SPACE_ITEMS:
+        raise ProtocolError(f"action space {key} must be a numeric array of at most {MAX_SPACE_ITEMS:,} numbers")
+    return value
+
+
+__all__ = ["ACK", "CTRL", "EPISODE_END", "EPISODE_START", "HEALTH_PATH", "PROTOCOL", "STATS_PATH", "ProtocolError",
+           "ack", "decode_space", "encode_space", "episode_end", "episode_id", "episode_start", "is_control",
+           "metadata", "parse_episode_start"]
