@@ -208,6 +208,26 @@ def test_episode_depends_only_on_its_seed():
     assert not np.array_equal(rollout(fresh, 7)[0], rollout(fresh, 8)[0])
 
 
+@pytest.mark.parametrize("previous", [1000, 1001])
+def test_the_first_image_depends_only_on_the_seed(previous):
+    """Meta-World's reset leaves the goal site's world position as the last forward pass of the previous episode
+    computed it, and the goal then renders a pixel off: every reset starts from the env as built, so the first
+    frame of a reused env is a fresh env's (what lerobot-eval's first episodes see), pixel for pixel."""
+    keys = frozenset({PIXELS, AGENT_POS})
+    fresh = make("push-v3", obs_keys=keys)
+    expected, _ = fresh.reset(seed=1002)
+    used = make("push-v3", obs_keys=keys)
+    used.reset(seed=previous)
+    rng = np.random.default_rng(previous)
+    for _ in range(60):  # the previous episode's physics (the simulator's own step: no frames needed)
+        used._env.step(rng.uniform(-1, 1, 4).astype(np.float32))
+    got, _ = used.reset(seed=1002)
+    np.testing.assert_array_equal(used._env.data.site_xpos, fresh._env.data.site_xpos)
+    np.testing.assert_array_equal(got[PIXELS], expected[PIXELS])
+    fresh.close()
+    used.close()
+
+
 def test_forkserver_preload_fills_mujoco_asset_cache_and_nothing_else():
     """`runner.envs.metaworld.preload` (imported by the worker forkserver) leaves the meshes in MuJoCo's
     cache, the global NumPy RNG as it was, and loads no GL module that `metaworld` did not already load."""

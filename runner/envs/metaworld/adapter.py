@@ -131,6 +131,12 @@ class MetaWorldEnv(TaskEnv):
         if "corner2" in cameras:
             env.model.cam_pos[self._camera_ids["corner2"]] = CORNER2_POS
         env.reset()
+        # Meta-World's reset leaves derived data stale (the goal site's world position keeps the value of the last
+        # forward pass, which depends on the previous episode), and a rendered goal then moves by a pixel: every
+        # reset starts from the simulator data of the env as built, so an episode never depends on what ran
+        # before it in this env (as in a fresh env, what lerobot-eval's first episodes see).
+        self._built = mujoco.MjData(env.model)
+        mujoco.mj_copyData(self._built, env.model, env.data)
         env._freeze_rand_vec = False  # a new goal and object layout at every reset ...
         env.seeded_rand_vec = True  # ... drawn from the env's seeded RNG
         # Frames only ever go to videos: cheap rendering (before the GL context exists) unless asked otherwise.
@@ -156,7 +162,10 @@ class MetaWorldEnv(TaskEnv):
         return spaces.Dict(parts)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        import mujoco
+
         super().reset(seed=seed)
+        mujoco.mj_copyData(self._env.data, self._env.model, self._built)
         if seed is not None:
             self._env.seed(seed)
         raw, _ = self._env.reset(seed=seed)
