@@ -195,3 +195,23 @@ class Chunked:
 
 def chunked(horizon: int = 10, replan: int = 3, action_dim: int = 4) -> Chunked:
     return Chunked(horizon, replan, action_dim)
+
+
+class EnvironmentProbe:
+    """Per-env, looks at images: zero actions; each process it runs in writes its LP_NUM_THREADS to `out`/<pid>."""
+
+    observation_keys = ("pixels",)
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def reset(self, start: Any) -> None:
+        with open(os.path.join(self.out, str(os.getpid())), "w") as f:
+            f.write(os.environ.get("LP_NUM_THREADS", "unset"))
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        return np.zeros(4, dtype=np.float32)
+
+
+def environment_probe(out: str) -> EnvironmentProbe:
+    return EnvironmentProbe(out)

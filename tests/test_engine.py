@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
+from runner.engine.plan import render_threads
 from runner.errors import ConfigError
 from runner.results import read_ledger, validate_outputs
 from runner.results.coverage import Plan
@@ -58,16 +59,41 @@ def test_plan_seeds_videos_and_order():
     assert {j.max_steps for j in jobs} == {7}
 
 
-@pytest.mark.parametrize("cpus, n_jobs, in_workers, expected", [
-    (2, 140, False, 1),  # LeRobot's rule: floor(0.7 x CPUs)
-    (16, 140, False, 11),
-    (16, 5, False, 5),
-    (2, 140, True, 2),  # per-env policies in the workers: one slot per CPU
-    (128, 1000, True, 64),
-    (1, 1, False, 1),
+@pytest.mark.parametrize("cpus, n_jobs, in_workers, rendering, expected, why", [
+    (2, 140, False, None, 1, "no rendering, policy batched in this process: LeRobot's rule, 0.7 x 2 CPUs"),
+    (16, 140, False, "hardware", 11, "hardware rendering, policy batched in this process: LeRobot's rule"),
+    (16, 5, False, None, 5, "at most the 5 episodes"),
+    (2, 140, True, None, 2, "the policy runs in each worker: one slot per CPU (2)"),
+    (128, 1000, True, "software", 64, "one slot per CPU (128)"),
+    (1, 1, False, None, 1, "LeRobot's rule"),
+    (2, 140, False, "software", 2, "software rendering: one slot per CPU (2), each rendering with 1 thread"),
+    (8, 3, False, "software", 3, "at most the 3 episodes"),
 ])
-def test_auto_batch_size(cpus, n_jobs, in_workers, expected):
-    assert auto_batch_size(n_jobs, policy_in_workers=in_workers, cpus=cpus) == expected
+def test_auto_batch_size(cpus, n_jobs, in_workers, rendering, expected, why):
+    choice = auto_batch_size(n_jobs, policy_in_workers=in_workers, cpus=cpus, rendering=rendering)
+    assert choice.size == expected and why in choice.reason, choice
+
+
+def test_render_threads_share_the_cpus():
+    assert [render_threads(8, w) for w in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+
+
+@pytest.mark.slow
+def test_software_rendering_workers_get_their_share_of_threads(tmp_path, monkeypatch):
+    """An auto batch size on 2 CPUs with a policy that looks at images: one slot per CPU, each worker rendering with
+    one llvmpipe thread; the reason and the share are in the result (and so in the run's summary)."""
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    policy = {"type": "python", "path": "tests.policies_for_tests:environment_probe", "kwargs": {"out": str(probes)}}
+    spec = write_spec(tmp_path, task="push-v3", policy=policy, n=2, max_steps=2)
+    result = run(spec, tmp_path / "out", cpus=2)
+    assert result.rendering == "software" and result.batch_size == 2 and result.processes
+    assert "the policy runs in each worker: one slot per CPU (2)" in result.batch_reason
+    assert result.render_threads == "1"
+    assert sorted(p.read_text() for p in probes.iterdir()) == ["1", "1"]  # two workers, one thread each
+    monkeypatch.setenv("LP_NUM_THREADS", "3")  # a setting of the user's own wins
+    assert run(spec, tmp_path / "again", cpus=2).render_threads == "3"
 
 
 # ── results do not depend on how episodes are run ────────────────────────────────────────────────────

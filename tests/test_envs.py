@@ -164,6 +164,14 @@ def test_image_equals_lerobot_corner2_view():
     reference.close()
 
 
+def test_the_gl_check_names_the_renderer():
+    from runner.envs.gl import is_software, require_offscreen_gl
+
+    renderer = require_offscreen_gl()
+    assert "llvmpipe" in renderer and is_software(renderer)  # Mesa's, on these machines (no GPU)
+    assert not is_software("NVIDIA H200/PCIe/SSE2")
+
+
 def test_only_requested_keys_and_no_render_for_state_policies():
     env = make("push-v3", obs_keys=frozenset({ENV_STATE}))
     obs, _ = env.reset(seed=1)

@@ -22,7 +22,8 @@ Seeds: episode k of every task uses seed eval.seed + k (env reset and seeded pol
 episode's result is the same whatever the batch size, the number of workers, the shard or the order in
 which episodes finish.
 
-Episodes run on eval.batch_size slots (0: auto from the CPUs), each env in its own worker process
+Episodes run on eval.batch_size slots (0: auto, from the CPUs and whether the run renders in software, on a GPU
+or not at all; the summary says why), each env in its own worker process
 (in this process when the batch size is 1 or eval.use_async_envs is false; --isolate forces a process),
 never more than one simulator per slot. A slot starts another episode as soon as its current one ends.
 
@@ -155,6 +156,10 @@ def _report(result: Any) -> None:
     where = "worker processes" if result.processes else "this process"
     policy_where = "run per env" if result.policy_in_workers else "batched in the main process"
     say(f"batch size {result.batch_size} ({where}; policy {policy_where}); results in {result.out_dir}")
+    if result.batch_reason:
+        say(f"batch size chosen automatically: {result.batch_reason}")
+    if result.render_threads:
+        say(f"software rendering: each worker renders with {result.render_threads} thread(s) (LP_NUM_THREADS)")
     if result.shard is not None:
         say(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
     else:

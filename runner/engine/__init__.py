@@ -6,7 +6,7 @@ adapters; writes results through `runner.results`.
 """
 
 from runner.engine.evaluation import EvalResult, RunOptions, default_episode_timeout, evaluate, run_identity
-from runner.engine.plan import EpisodeJob, auto_batch_size, make_plan
+from runner.engine.plan import BatchChoice, EpisodeJob, auto_batch_size, make_plan
 
-__all__ = ["EpisodeJob", "EvalResult", "RunOptions", "auto_batch_size", "default_episode_timeout", "evaluate",
+__all__ = ["BatchChoice", "EpisodeJob", "EvalResult", "RunOptions", "auto_batch_size", "default_episode_timeout", "evaluate",
            "make_plan", "run_identity"]

@@ -118,11 +118,15 @@ def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
         if adapter is None:
             rendering = Check("rendering", SKIP, "needs the simulator")
         elif needs_gl is not None and needs_gl(spec.env, keys, spec.eval.videos > 0):
-            from runner.envs.gl import FIX, probe_offscreen_gl
+            from runner.envs.gl import FIX, gl_renderer, is_software, probe_offscreen_gl
 
             problem = probe_offscreen_gl()
-            rendering = Check("rendering", FAIL, problem, FIX) if problem else Check("rendering", OK,
-                                                                                   "offscreen OpenGL works")
+            if problem:
+                rendering = Check("rendering", FAIL, problem, FIX)
+            else:
+                name = gl_renderer()
+                kind = "software rendering on the CPU" if is_software(name) else "hardware rendering"
+                rendering = Check("rendering", OK, f"offscreen OpenGL works: {name} ({kind})")
         yield rendering
         if not episode:
             return

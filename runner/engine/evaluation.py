@@ -31,13 +31,13 @@ from typing import Any
 
 from runner.adapters import policy_type
 from runner.engine.assign import SCHEDULES
-from runner.engine.plan import EpisodeJob, auto_batch_size, make_plan
+from runner.engine.plan import EpisodeJob, auto_batch_size, cpu_count, make_plan, render_threads
 from runner.engine.pool import close_slots, open_slots
 from runner.engine.scheduler import Scheduler, TraceEvent
 from runner.engine.signals import STOP_GRACE_S, stop_on_signals
 from runner.engine.worker import EpisodeResult, WorkerConfig
 from runner.envs import get_adapter
-from runner.envs.gl import require_offscreen_gl
+from runner.envs.gl import is_software, require_offscreen_gl
 from runner.errors import ConfigError, Interrupted
 from runner.policies import make_policy, preflight_policy
 from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance
@@ -111,6 +111,9 @@ class EvalResult:
     workers_replaced: int = 0
     shard: Shard | None = None
     run_file: RunFile | None = None
+    batch_reason: str | None = None  # why the auto batch size is what it is (None: the size was given)
+    rendering: str | None = None  # None (nothing rendered), "software" or "hardware"
+    render_threads: str | None = None  # LP_NUM_THREADS of each worker (software rendering in workers)
 
     @property
     def errors(self) -> list[EpisodeRecord]:
@@ -169,28 +172,42 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     policy = make_policy(spec.policy, spec.env)
     try:
         per_env = policy.per_env() if options.policy_in_workers is not False else None
+        keys = policy.observation_keys
+        obs_keys = None if keys is None else frozenset(keys)
+        videos = spec.eval.videos > 0
+        needs_gl = getattr(adapter, "needs_gl", None)
+        rendering = None  # None (nothing rendered), "software" or "hardware"
+        if needs_gl is not None and needs_gl(spec.env, obs_keys, videos):
+            # before anything is written: a missing GL platform fails every episode
+            rendering = "software" if is_software(require_offscreen_gl()) else "hardware"
         requested = options.batch_size if options.batch_size is not None else spec.eval.batch_size
-        requested = requested or auto_batch_size(len(jobs), policy_in_workers=per_env is not None, cpus=options.cpus)
+        choice = None
+        if not requested:
+            choice = auto_batch_size(len(jobs), policy_in_workers=per_env is not None, cpus=options.cpus,
+                                     rendering=rendering)
+            requested = choice.size
         # Decided on the whole plan, not on what is left: a resumed run keeps its worker processes (and crash
         # isolation) even when a single episode remains.
         processes = spec.eval.use_async_envs and (requested > 1 or options.isolate)
-        keys = policy.observation_keys
         config = WorkerConfig(
             env_type=spec.env.type,
             env=thaw(spec.env),
-            obs_keys=None if keys is None else frozenset(keys),
+            obs_keys=obs_keys,
             policy_factory=per_env,
             out_dir="",  # set below: the directory is known once it is open
-            videos=spec.eval.videos > 0,
+            videos=videos,
             environ={k: str(v) for k, v in spec.install.env.items()},
         )
         preload = (*getattr(adapter, "preload", ()), *(getattr(policy, "preload", ()) if per_env else ()))
-        needs_gl = getattr(adapter, "needs_gl", None)
-        if needs_gl is not None and needs_gl(spec.env, config.obs_keys, config.videos):
-            require_offscreen_gl()  # before anything is written: a missing GL platform fails every episode
         with run_dir.open(options.resume) as session:
             todo = [job for job in jobs if job.key not in session.done]
             batch_size = max(1, min(requested, len(todo)))
+            threads = None
+            if processes and rendering == "software" and batch_size > 1:
+                share = str(render_threads(options.cpus or cpu_count(), batch_size))
+                # the spec's install.env, then this process's own environment, win over the share
+                threads = config.environ.get("LP_NUM_THREADS") or os.environ.get("LP_NUM_THREADS") or share
+                config = dataclasses.replace(config, environ={**config.environ, "LP_NUM_THREADS": threads})
             config = dataclasses.replace(config, out_dir=str(run_dir.path), n_slots=batch_size)
             run = _run(todo, len(jobs), len(jobs) - len(todo), config, batch_size, processes, session,
                        options, schedule, policy=None if per_env else policy, policy_name=policy_label(spec),
@@ -202,7 +219,8 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     return EvalResult(run_dir.path, eval_info, metrics, session.all_records, run.eval_s, batch_size, processes,
                       per_env is not None, run.trace, run.cpu_s, run.worker_cpu_s, resumed=len(jobs) - len(todo),
                       ran=len(session.records), workers_replaced=run.workers_replaced, shard=options.shard,
-                      run_file=session.run)
+                      run_file=session.run, batch_reason=choice.reason if choice else None, rendering=rendering,
+                      render_threads=threads)
 
 
 @dataclass

@@ -67,12 +67,43 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def auto_batch_size(n_jobs: int, *, policy_in_workers: bool, cpus: int | None = None) -> int:
-    """Slots when `eval.batch_size` is 0.
+@dataclass(frozen=True)
+class BatchChoice:
+    size: int
+    reason: str  # printed in the run's summary
 
-    A policy in the main process (LeRobot's case): LeRobot's rule, min(floor(0.7 x CPUs), episodes, 64),
-    leaving CPU to the policy. A policy inside the workers (scripted, random): one slot per CPU.
+
+def auto_batch_size(n_jobs: int, *, policy_in_workers: bool, cpus: int | None = None,
+                    rendering: str | None = None) -> BatchChoice:
+    """Slots when `eval.batch_size` is 0, from what the workload costs. `rendering`: None (a run that renders
+    nothing), "software" (Mesa's llvmpipe and the like: rendering is CPU work) or "hardware" (a GPU renders).
+
+    - A policy inside the workers (scripted, random, remote, per-env python): one slot per CPU.
+    - A policy in the main process with software rendering: one slot per CPU, each worker rendering with one
+      thread (render_threads). One process rendering already spreads a frame over every core, but not quite
+      (1.78 of 2 cores for Meta-World's 480x480 camera, benchmarks/render_bound.py), and W single-threaded
+      workers fill the cores and overlap one slot's rendering with another's physics and transfers.
+    - Otherwise (no rendering, or a GPU rendering, where the batched forward pass dominates): LeRobot's rule,
+      min(floor(0.7 x CPUs), episodes, 64), leaving CPU to the policy.
+    Never more slots than episodes, nor than 64 (LeRobot's cap).
     """
     cpus = cpus or cpu_count()
-    per_cpu = cpus if policy_in_workers else math.floor(cpus * 0.7)
-    return max(1, min(per_cpu, n_jobs, MAX_AUTO_BATCH))
+    if policy_in_workers:
+        per_cpu, why = cpus, f"the policy runs in each worker: one slot per CPU ({cpus})"
+    elif rendering == "software":
+        per_cpu, why = cpus, (f"software rendering: one slot per CPU ({cpus}), each rendering with "
+                              f"{render_threads(cpus, cpus)} thread")
+    else:
+        per_cpu = math.floor(cpus * 0.7)
+        what = "hardware rendering" if rendering == "hardware" else "no rendering"
+        why = f"{what}, policy batched in this process: LeRobot's rule, 0.7 x {cpus} CPUs"
+    size = max(1, min(per_cpu, n_jobs, MAX_AUTO_BATCH))
+    if size < per_cpu:
+        why += f", at most the {n_jobs} episode{'s' if n_jobs != 1 else ''}"
+    return BatchChoice(size, why)
+
+
+def render_threads(cpus: int, workers: int) -> int:
+    """Rendering threads for each of `workers` worker processes that render in software: their share of the
+    CPUs (llvmpipe's default, every CPU in every process, only makes them contend)."""
+    return max(1, cpus // max(1, workers))

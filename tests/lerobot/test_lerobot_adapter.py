@@ -308,3 +308,27 @@ def test_feature_mismatch_rules(provided, rename_map, problem) -> None:
         assert got is None
     else:
         assert got is not None and problem in got, got
+
+
+def test_steps_that_pop_a_queued_action_skip_a_stateless_pipeline(policy_dirs, world) -> None:
+    """ACT's saved pipelines keep nothing between calls, so a step whose every row pops a queued action does not
+    convert or preprocess the observation; a pipeline with a step that remembers (relative actions) would."""
+    from lerobot.processor.relative_action_processor import RelativeActionsProcessorStep
+
+    from runner.policies.lerobot.policy import stateless
+
+    adapter, _ = make_adapter(policy_dirs["image"])
+    assert adapter.stateless and stateless(adapter.postprocessor)
+
+    class Pipeline:
+        steps = [*adapter.preprocessor.steps, RelativeActionsProcessorStep()]
+
+    assert not stateless(Pipeline()) and not stateless(object())
+    calls = []
+    convert = adapter._convert
+    adapter._convert = lambda *a: calls.append(1) or convert(*a)
+    out = drive(adapter, world, [Episode(0, 1000, 0, 12)], n_slots=1)
+    assert len(calls) == 2  # steps 0 and 10 refill the chunk of 10; the 10 steps between only pop
+    task, _ = world
+    want = lerobot_actions(make_adapter(policy_dirs["image"])[0], out[0]["observations"], task.text)
+    assert_same_actions(out[0]["actions"], want, "skipping the pipeline on popping steps")
