@@ -1,21 +1,31 @@
 """Image-based evaluation against the machine's render bound, in one run (needs .venv-lerobot: LeRobot's ACT and
 lerobot-eval).
 
-Workload: a seeded random-init ACT (ResNet18 without pretrained weights, 480x480 `observation.image`, chunks of 10)
-on Meta-World push-v3, seeds 1000.., videos of every episode. A random policy never succeeds, so every episode runs
-Meta-World's 500 steps (`--quick`: 60 steps, and no lerobot-eval, which cannot shorten Meta-World episodes).
+Workload: a seeded random-init ACT on Meta-World push-v3 (480x480 `observation.image`), seeds 1000.., videos of
+every episode. `--policy default` (the default): LeRobot's ACT defaults (ResNet18 without pretrained weights,
+dim_model 512, chunks of 100 executed whole), the policy of a trained ACT checkpoint; `--policy small`: dim_model
+64 and chunks of 10 (a forward pass every 10 steps). A random policy never succeeds, so every episode runs
+Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten Meta-World episodes).
 
-1. Render bound: plain loops, no runner engine and no policy: processes that build runner's Meta-World env with
-   its 480x480 corner2 camera (LeRobot's settings: shadows, 4x multisampling), step it and render the observation
-   every step. One process and W side by side, with llvmpipe's default thread count (every CPU) and with each
-   process's share (LP_NUM_THREADS = CPUs / W). The bound is the best frames/s of any of them.
+1. Render bound: plain loops, no runner engine and no policy, over the workload's own frames: the episodes'
+   actions are computed first (the policy closed-loop on runner's env, untimed), then processes replay them on
+   runner's Meta-World env (480x480 corner2 camera, LeRobot's settings: shadows, 4x multisampling) and time the
+   step and render of every `--stride`-th step (the arm's pose changes a frame's cost by ~25%, so a loop that
+   holds the arm still is no bound). W processes side by side for W = 1 and each batch size, process i
+   replaying episode i, with llvmpipe's default thread count (every CPU) and with each process's share
+   (LP_NUM_THREADS = CPUs / W). The bound at batch size B is the best frames/s of B processes (B envs rendering
+   at once, as B slots do).
 2. runner at batch sizes 1, 2, 4 (one episode per slot): frames rendered (one per step and the reset frame, each
-   also the video frame) / eval_s, and that over the bound; peak memory of all its processes (RSS, sampled).
-3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes: its wall time, peak
-   memory, and the per-episode results checked against runner's (sum_reward to a few ulps, as the parity tests).
+   also the video frame) per second in steady state: the difference between a run of full episodes and one of
+   `--short` steps, over the difference in eval_s (which also counts starting the workers: reported as start-up);
+   that over the bound; peak memory of all its processes (summed PSS, shared pages split between the processes
+   that map them, and summed RSS, which counts shared libraries once per process), sampled every 0.2 s.
+3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes: its eval_s (which does
+   not count making its envs), peak memory, and the per-episode results checked against runner's (sum_reward to
+   a few ulps, as the parity tests).
 4. Memory per worker with 1 and with 10 episodes per worker (batch size 2, `--memory-steps` steps per episode).
 
-usage: .venv-lerobot/bin/python benchmarks/render_bound.py [--quick] [--batch-sizes 1,2,4] [--frames N]
+usage: .venv-lerobot/bin/python benchmarks/render_bound.py [--quick] [--policy default|small] [--batch-sizes 1,2,4]
 """
 
 from __future__ import annotations
@@ -44,50 +54,117 @@ BIN = Path(sys.executable).parent
 # ── 1. the render bound ───────────────────────────────────────────────────────────────────────────────────
 
 
-def _render_loop(threads: int | None, frames: int, out: Any) -> None:
-    if threads:
-        os.environ["LP_NUM_THREADS"] = str(threads)
+def _env(obs_keys: frozenset[str] | None = None) -> tuple[Any, Any, Any]:
+    """Runner's Meta-World env for the workload (the policy's observation keys), its task and its spec."""
     os.environ.update({k: os.environ.get(k, v) for k, v in RENDER_ENV.items()})
-    import numpy as np
-
     from runner.envs import AGENT_POS, PIXELS, get_adapter
     from runner.spec import load_spec
 
     spec = load_spec(REPO / "specs" / "metaworld.yaml", [f"env.task={TASK}", "policy.type=random"])
     adapter = get_adapter("metaworld")
-    env = adapter.make(adapter.tasks(spec.env)[0], spec.env, obs_keys=frozenset({PIXELS, AGENT_POS}), video=True)
-    env.reset(seed=SEED)
-    action = np.zeros(4, np.float32)
-    for _ in range(3):  # the GL context and the shadow map are set up by the first frames
-        env.step(action)
-    start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(frames):
-        env.step(action)
-    out.put((time.perf_counter() - start, time.process_time() - cpu, frames))
+    (task,) = adapter.tasks(spec.env)
+    env = adapter.make(task, spec.env, obs_keys=obs_keys or frozenset({PIXELS, AGENT_POS}), video=True)
+    return env, task, spec
+
+
+def _trajectory(policy_dir: str, seed: int, steps: int | None, path: str) -> None:
+    """The workload's actions for one episode (the policy closed-loop on runner's env, batch size 1), saved."""
+    import numpy as np
+
+    from runner.policies import make_policy
+    from runner.policies.base import EpisodeStart
+    from runner.spec import load_spec
+
+    spec = load_spec(REPO / "specs" / "metaworld.yaml", [f"policy.path={policy_dir}", "policy.rename_map={}",
+                                                          "policy.empty_cameras=0", "policy.device=cpu",
+                                                          f"env.task={TASK}"])
+    policy = make_policy(spec.policy, spec.env)
+    env, task, _ = _env(frozenset(policy.observation_keys))
+    observation, _ = env.reset(seed=seed)
+    policy.reset([EpisodeStart(0, task, 0, seed, env.action_space, 1)])
+    actions = []
+    while len(actions) < (steps or 500):
+        batch = {k: np.stack([v]) for k, v in observation.items()}
+        actions.append(policy.select_action(batch, [task.text], [0])[0])
+        observation, _, terminated, truncated, _ = env.step(actions[-1])
+        if terminated or truncated:
+            break
+    np.save(path, np.stack(actions))
     env.close()
 
 
-def render_loops(processes: int, threads: int | None, frames: int) -> dict[str, float]:
+def trajectories(policy_dir: Path, seeds: list[int], steps: int | None, out: Path, cpus: int) -> list[Path]:
+    ctx = mp.get_context("spawn")
+    paths = [out / f"actions_{seed}.npy" for seed in seeds]
+    for i in range(0, len(seeds), cpus):
+        procs = [ctx.Process(target=_trajectory, args=(str(policy_dir), seed, steps, str(path)))
+                 for seed, path in zip(seeds[i:i + cpus], paths[i:i + cpus], strict=True)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+            if p.exitcode:
+                raise SystemExit(f"computing a trajectory failed ({p.exitcode})")
+    return paths
+
+
+def _render_loop(threads: int | None, seed: int, actions_path: str, stride: int, out: Any) -> None:
+    """Replay an episode's actions; time the step and the observation's render of every `stride`-th step (the
+    steps between advance the simulator only)."""
+    if threads:
+        os.environ["LP_NUM_THREADS"] = str(threads)
+    import numpy as np
+
+    env, _, _ = _env()
+    env.reset(seed=seed)
+    for _ in range(2):  # the GL context and the shadow map are set up by the first frames
+        env._render(env._cameras[0])
+    wall = cpu = 0.0
+    frames = 0
+    for i, action in enumerate(np.load(actions_path)):
+        if i % stride:
+            env._env.step(action)  # Meta-World's own step: no render
+            continue
+        start, cpu_start = time.perf_counter(), time.process_time()
+        env.step(action)  # step + render, as in an episode
+        wall += time.perf_counter() - start
+        cpu += time.process_time() - cpu_start
+        frames += 1
+    out.put((wall, cpu, frames))
+    env.close()
+
+
+def render_loops(processes: int, threads: int | None, actions: list[Path], stride: int) -> dict[str, float]:
+    """W processes side by side, process i replaying episode i's actions."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_render_loop, args=(threads, frames, out)) for _ in range(processes)]
+    procs = [ctx.Process(target=_render_loop, args=(threads, SEED + i, str(actions[i]), stride, out))
+             for i in range(processes)]
     for p in procs:
         p.start()
     parts = [out.get() for _ in procs]
     for p in procs:
         p.join()
-    wall = max(p[0] for p in parts)
-    total = sum(p[2] for p in parts)
-    return {"fps": total / wall, "ms_per_frame": 1000 * wall / total, "cpu_ms_per_frame": 1000 * sum(p[1] for p in
-                                                                                                    parts) / total}
+    frames = sum(p[2] for p in parts)
+    per_frame = sum(p[0] / p[2] for p in parts) / len(parts)  # each process's mean time a frame
+    return {"fps": processes / per_frame, "ms_per_frame": 1000 * per_frame / processes,
+            "cpu_ms_per_frame": 1000 * sum(p[1] for p in parts) / frames}
 
 
 # ── runs, with their memory ───────────────────────────────────────────────────────────────────────────────
 
 
-def _tree_rss_kib(root: int) -> dict[int, tuple[str, int]]:
-    """(role, RSS) of `root` and every descendant, by pid; role: main, forkserver, worker (a forkserver's child),
-    ffmpeg, or other."""
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0
+
+
+def _tree_rss_kib(root: int) -> dict[int, tuple[str, int, int]]:
+    """(role, RSS, PSS) of `root` and every descendant, by pid; role: main, forkserver, worker (a forkserver's
+    child), ffmpeg, or other."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     commands: dict[int, str] = {}
@@ -104,11 +181,11 @@ def _tree_rss_kib(root: int) -> dict[int, tuple[str, int]]:
         pid, ppid = int(entry), int(fields.get("PPid", "0").strip())
         children.setdefault(ppid, []).append(pid)
         rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
-    found: dict[int, tuple[str, int]] = {}
+    found: dict[int, tuple[str, int, int]] = {}
     todo = [(root, "main")]
     while todo:
         pid, role = todo.pop()
-        found[pid] = (role, rss.get(pid, 0))
+        found[pid] = (role, rss.get(pid, 0), _pss_kib(pid))
         for child in children.get(pid, []):
             command = commands.get(child, "")
             kind = ("ffmpeg" if "ffmpeg" in command else "forkserver" if "forkserver" in command and role == "main"
@@ -118,9 +195,9 @@ def _tree_rss_kib(root: int) -> dict[int, tuple[str, int]]:
 
 
 def measured(argv: list[str], log: Path) -> dict[str, Any]:
-    """Run a command; its wall time, the peak of its process tree's summed RSS, and each process's peak RSS with
-    its role."""
-    peak_sum, peaks = 0, {}
+    """Run a command; its wall time, the peaks of its process tree's summed PSS and summed RSS, and each
+    process's peak RSS with its role."""
+    peak_sum, peak_pss, peaks = 0, 0, {}
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, **RENDER_ENV, "HF_HUB_OFFLINE": "1"})
@@ -128,11 +205,12 @@ def measured(argv: list[str], log: Path) -> dict[str, Any]:
         done = threading.Event()
 
         def sample() -> None:
-            nonlocal peak_sum
+            nonlocal peak_sum, peak_pss
             while not done.is_set():
                 tree = _tree_rss_kib(proc.pid)
-                peak_sum = max(peak_sum, sum(kib for _, kib in tree.values()))
-                for pid, (role, kib) in tree.items():
+                peak_sum = max(peak_sum, sum(kib for _, kib, _ in tree.values()))
+                peak_pss = max(peak_pss, sum(pss for *_, pss in tree.values()))
+                for pid, (role, kib, _) in tree.items():
                     peaks[pid] = (role, max(peaks.get(pid, (role, 0))[1], kib))
                 done.wait(0.2)
 
@@ -146,7 +224,8 @@ def measured(argv: list[str], log: Path) -> dict[str, Any]:
     by_role: dict[str, list[float]] = {}
     for role, kib in peaks.values():
         by_role.setdefault(role, []).append(kib / 1024)
-    return {"wall_s": time.perf_counter() - start, "peak_mib": peak_sum / 1024, "peaks_mib": by_role}
+    return {"wall_s": time.perf_counter() - start, "peak_mib": peak_pss / 1024, "peak_rss_mib": peak_sum / 1024,
+            "peaks_mib": by_role}
 
 
 def runner_run(policy: Path, out: Path, batch: int, episodes: int, steps: int | None) -> dict[str, Any]:
@@ -187,9 +266,12 @@ def same_episodes(ours: list, theirs: list) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="60-step episodes, no lerobot-eval")
+    parser.add_argument("--quick", action="store_true", help="90-step episodes, no lerobot-eval")
+    parser.add_argument("--policy", choices=("default", "small"), default="default",
+                        help="ACT with LeRobot's defaults (chunks of 100) or small (chunks of 10)")
     parser.add_argument("--batch-sizes", default="1,2,4")
-    parser.add_argument("--frames", type=int, default=60, help="frames per plain render loop")
+    parser.add_argument("--stride", type=int, default=4, help="render loops time every STRIDE-th step's frame")
+    parser.add_argument("--short", type=int, default=40, help="steps of the short runs (steady state = difference)")
     parser.add_argument("--memory-steps", type=int, default=50)
     args = parser.parse_args()
     from make_random_policy import build_random_act
@@ -198,52 +280,61 @@ def main() -> None:
 
     cpus = cpu_count()
     sizes = [int(b) for b in args.batch_sizes.split(",")]
-    steps = 60 if args.quick else None
-    print(f"machine: {cpus} CPUs; workload: random-init ACT on {TASK}, 480x480 corner2 camera, videos on, "
-          f"{'60' if steps else '500'}-step episodes", flush=True)
-
-    print("\n== render bound (plain loops: step + render the observation, no policy)", flush=True)
-    bound = {}
-    for w in sorted({1, *sizes}):
-        share = render_threads(cpus, w)
-        for threads in (None,) if share == cpus else (None, share):
-            r = render_loops(w, threads, args.frames)
-            label = f"{w} process{'es' if w > 1 else ''}, LP_NUM_THREADS={threads or f'default ({cpus})'}"
-            print(f"  {label}: {r['fps']:.2f} frames/s ({r['ms_per_frame']:.1f} ms a frame, "
-                  f"{r['cpu_ms_per_frame']:.0f} ms CPU a frame)", flush=True)
-            bound[w] = max(bound.get(w, 0.0), r["fps"])
-    best = max(bound.values())
-    print(f"  render bound: {best:.2f} frames/s ({1000 / best:.1f} ms a frame)", flush=True)
+    steps = 90 if args.quick else None
+    kind = "act-default" if args.policy == "default" else "act"
+    print(f"machine: {cpus} CPUs; workload: random-init ACT ({kind}) on {TASK}, 480x480 corner2 camera, videos "
+          f"on, {steps or 500}-step episodes", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        policy = build_random_act(tmp / "act")
-        print("\n== runner (one episode per slot)", flush=True)
+        policy = build_random_act(tmp / "act", kind=kind)
+        print(f"\n== render bound (plain loops replaying the workload's episodes, seeds {SEED}..: step + render "
+              f"the observation of every {args.stride}th step, no policy)", flush=True)
+        actions = trajectories(policy, [SEED + i for i in range(max(sizes))], steps, tmp, cpus)
+        bound = {}
+        for w in sorted({1, *sizes}):
+            share = render_threads(cpus, w)
+            for threads in (None,) if share == cpus else (None, share):
+                r = render_loops(w, threads, actions, args.stride)
+                label = f"{w} process{'es' if w > 1 else ''}, LP_NUM_THREADS={threads or f'default ({cpus})'}"
+                print(f"  {label}: {r['fps']:.2f} frames/s ({r['ms_per_frame']:.1f} ms a frame, "
+                      f"{r['cpu_ms_per_frame']:.0f} ms CPU a frame)", flush=True)
+                bound[w] = max(bound.get(w, 0.0), r["fps"])
+        best = max(bound.values())
+        print("  render bound: " + "; ".join(f"{w} at once {fps:.2f} frames/s" for w, fps in sorted(bound.items()))
+              + f"; best {best:.2f}", flush=True)
+        print("\n== runner (one episode per slot; steady state = full run - short run)", flush=True)
         ours = {}
         for b in sizes:
+            short = runner_run(policy, tmp / f"runner_b{b}_short", b, b, args.short)
             r = ours[b] = runner_run(policy, tmp / f"runner_b{b}", b, b, steps)
-            fps = r["frames"] / r["eval_s"]
+            fps = (r["frames"] - short["frames"]) / (r["eval_s"] - short["eval_s"])
+            start_up = r["eval_s"] - r["frames"] / fps
             chose = [line for line in r["log"].splitlines() if "rendering" in line or "chosen" in line]
-            print(f"  batch {b}: {r['frames']} frames in {r['eval_s']:.1f} s = {fps:.2f} frames/s: "
-                  f"{fps / best:.2f} of the render bound; peak memory {r['peak_mib']:.0f} MiB (all processes); "
-                  f"videos {r['video_kib']:.0f} KiB; wall {r['wall_s']:.1f} s" + "".join(f"\n    {c}" for c in chose),
+            print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound[b]:.2f} of the bound for {b} at once "
+                  f"({fps / best:.2f} of the best); {r['frames']} frames in {r['eval_s']:.1f} s eval_s, of which "
+                  f"~{start_up:.1f} s start-up; peak memory {r['peak_mib']:.0f} MiB PSS, {r['peak_rss_mib']:.0f} "
+                  f"MiB summed RSS; videos {r['video_kib']:.0f} KiB" + "".join(f"\n    {c}" for c in chose),
                   flush=True)
         if not args.quick:
             print("\n== lerobot-eval (its defaults: videos on)", flush=True)
             for b in (s for s in sizes if s <= 2):
                 theirs = lerobot_eval(policy, tmp / f"lerobot_b{b}", b)
                 same = same_episodes(ours[b]["episodes"], theirs["episodes"])
-                print(f"  batch {b}: eval {theirs['eval_s']:.1f} s (runner {ours[b]['eval_s']:.1f} s: "
-                      f"{theirs['eval_s'] / ours[b]['eval_s']:.2f}x faster); peak memory {theirs['peak_mib']:.0f} MiB "
-                      f"(runner {ours[b]['peak_mib']:.0f}: {ours[b]['peak_mib'] / theirs['peak_mib']:.2f} of it); "
-                      f"per-episode results {'identical' if same else 'DIFFER'}", flush=True)
+                print(f"  batch {b}: eval_s {theirs['eval_s']:.1f} (runner {ours[b]['eval_s']:.1f}: "
+                      f"{theirs['eval_s'] / ours[b]['eval_s']:.2f}x faster), wall {theirs['wall_s']:.1f} s (runner "
+                      f"{ours[b]['wall_s']:.1f} s); peak memory {theirs['peak_mib']:.0f} MiB PSS (runner "
+                      f"{ours[b]['peak_mib']:.0f}: {ours[b]['peak_mib'] / theirs['peak_mib']:.2f} of it), "
+                      f"{theirs['peak_rss_mib']:.0f} MiB RSS (runner {ours[b]['peak_rss_mib']:.0f}: "
+                      f"{ours[b]['peak_rss_mib'] / theirs['peak_rss_mib']:.2f}); per-episode results "
+                      f"{'identical' if same else 'DIFFER'}", flush=True)
         print(f"\n== memory per worker: batch size 2, {args.memory_steps}-step episodes", flush=True)
         for per_worker in (1, 10):
             r = runner_run(policy, tmp / f"memory_{per_worker}", 2, 2 * per_worker, args.memory_steps)
             roles = r["peaks_mib"]
             print(f"  {per_worker} episode(s) per worker: peak RSS (MiB): workers "
                   f"{', '.join(f'{m:.0f}' for m in roles.get('worker', []))}; main {max(roles.get('main', [0])):.0f}; "
-                  f"all processes {r['peak_mib']:.0f}", flush=True)
+                  f"all processes {r['peak_mib']:.0f} PSS", flush=True)
 
 
 if __name__ == "__main__":

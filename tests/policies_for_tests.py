@@ -197,6 +197,52 @@ def chunked(horizon: int = 10, replan: int = 3, action_dim: int = 4) -> Chunked:
     return Chunked(horizon, replan, action_dim)
 
 
+class ChunkQueue:
+    """Batched: `Chunked`'s chunks, queued per slot; with `ahead`, it hands a slot's queued actions over at once
+    (`take_queued`). Appends the number of rows it computed chunks for, per call, to `out` when given."""
+
+    observation_keys = ("agent_pos",)
+
+    def __init__(self, horizon: int, replan: int, out: str | None) -> None:
+        self.horizon, self.replan, self.out = horizon, replan, out
+        self.queues: dict[int, list[np.ndarray]] = {}
+
+    def reset(self, starts: Sequence[Any]) -> None:
+        for start in starts:
+            self.queues[start.slot] = []
+
+    def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
+                      slots: Sequence[int]) -> np.ndarray:
+        from tests.openpi_peer import chunk_for
+
+        computed = 0
+        for i, slot in enumerate(slots):
+            if not self.queues[slot]:
+                computed += 1
+                self.queues[slot] = list(chunk_for(observation["agent_pos"][i], self.horizon, 4)[:self.replan])
+        if self.out:
+            with open(self.out, "a") as f:
+                f.write(f"{computed}\n")
+        return np.stack([self.queues[slot].pop(0) for slot in slots])
+
+
+class ChunkQueueAhead(ChunkQueue):
+    junk: Any = None  # what take_queued returns instead of the queue, when set
+
+    def take_queued(self, slot: int) -> Any:
+        queue, self.queues[slot] = self.queues[slot], []
+        if self.junk is not None:
+            return self.junk
+        return np.stack(queue) if queue else None
+
+
+def chunk_queue(horizon: int = 10, replan: int = 3, ahead: bool = False, out: str | None = None,
+                junk: Any = None) -> ChunkQueue:
+    policy = (ChunkQueueAhead if ahead or junk is not None else ChunkQueue)(horizon, replan, out)
+    policy.junk = junk
+    return policy
+
+
 class EnvironmentProbe:
     """Per-env, looks at images: zero actions; each process it runs in writes its LP_NUM_THREADS to `out`/<pid>."""
 

@@ -9,7 +9,7 @@ import yaml
 
 from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
 from runner.engine.plan import render_threads
-from runner.errors import ConfigError
+from runner.errors import ConfigError, EvaluationError
 from runner.results import read_ledger, validate_outputs
 from runner.results.coverage import Plan
 from runner.spec import load_spec
@@ -178,6 +178,46 @@ def test_batched_policy_slots_refill_at_once(tmp_path):
     first, slowest = sorted([events[0], events[1]], key=lambda e: e.end_s)
     assert events[2].slot == first.slot  # the slot freed first took the next episode ...
     assert events[2].start_s < slowest.end_s  # ... before the batch's slowest episode ended
+
+
+@pytest.mark.slow
+def test_actions_decided_ahead_are_stepped_in_one_request(tmp_path):
+    """A batched policy that hands a slot's queued chunk over at once (`take_queued`) gives the episodes it gives
+    when each action comes from its own call, in worker processes and in this process; and it is then called only
+    when a chunk is due, never just to pop a queued action."""
+    outcomes, calls = {}, {}
+    for ahead in (False, True):
+        for async_envs in (True, False):
+            label = f"ahead_{ahead}_async_{async_envs}".lower()
+            log = tmp_path / f"{label}.calls"
+            policy = {"type": "python", "path": "tests.policies_for_tests:chunk_queue",
+                      "kwargs": {"replan": 4, "ahead": ahead, "out": str(log)}}
+            spec = write_spec(tmp_path, task="reach-v3", policy=policy, n=3, max_steps=22, async_envs=async_envs,
+                              name=label)
+            result = run(spec, tmp_path / label, batch_size=2)
+            assert result.processes == async_envs
+            outcomes[label] = results(result.records)
+            calls[label] = [int(n) for n in log.read_text().split()]
+    reference = outcomes["ahead_false_async_true"]
+    assert len(reference) == 3 and all(outcome == reference for outcome in outcomes.values()), outcomes
+    for async_envs in (True, False):
+        one_by_one, ahead = (calls[f"ahead_{a}_async_{async_envs}".lower()] for a in (False, True))
+        assert sum(ahead) == sum(one_by_one)  # the same chunks ...
+        assert 0 in one_by_one and 0 not in ahead  # ... and no call only to pop a queued action
+        assert len(ahead) < len(one_by_one) / 2
+
+
+@pytest.mark.parametrize("junk, says", [
+    ("not actions", "returned a str from take_queued in reach-v3"),
+    ([[0.0, 0.0]], "chunk_queue''s take_queued returned an action of shape (2,); the env expects shape (4,)"),
+    ([[0.0], [0.0, 1.0]], "returned a tuple from take_queued in reach-v3"),
+], ids=["string", "wrong shape", "ragged"])
+def test_actions_decided_ahead_are_checked(tmp_path, junk, says):
+    policy = {"type": "python", "path": "tests.policies_for_tests:chunk_queue", "kwargs": {"junk": junk}}
+    spec = write_spec(tmp_path, task="reach-v3", policy=policy, n=1, max_steps=5)
+    with pytest.raises(EvaluationError) as caught:
+        run(spec, tmp_path / "out", batch_size=1)
+    assert says in str(caught.value) and "\n" not in str(caught.value), caught.value
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ def as_array(value: Any) -> np.ndarray | None:
 def check_action(action: Any, spec: ActionSpec, where: Callable[[], str], policy: str = "policy") -> np.ndarray:
     """The action as an array, or EvaluationError naming the episode (`where()`, called only for a message)."""
     array = as_array(action)
-    problem = f"an action that is not a number array ({_describe(action)})" if array is None else spec.problem(array)
+    problem = f"an action that is not a number array ({describe(action)})" if array is None else spec.problem(array)
     if problem:
         raise EvaluationError(f"the {policy} returned {problem} in {where()}")
     return array  # type: ignore[return-value]
@@ -86,7 +86,7 @@ def check_batch(actions: Any, specs: list[ActionSpec], where: Callable[[int], st
     n = len(specs)
     if array is None or array.ndim == 0 or array.shape[0] != n:
         shape = "that are not a number array" if array is None else f"of shape {array.shape}"
-        raise EvaluationError(f"the {policy} returned actions {shape} ({_describe(actions)}) for {n} env"
+        raise EvaluationError(f"the {policy} returned actions {shape} ({describe(actions)}) for {n} env"
                               f"{'s' if n != 1 else ''}; expected an array of shape ({n}, "
                               f"{', '.join(map(str, specs[0].shape))})")
     for i, spec in enumerate(specs):
@@ -96,7 +96,8 @@ def check_batch(actions: Any, specs: list[ActionSpec], where: Callable[[int], st
     return array
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """'a list', 'a ndarray of dtype object': what a policy returned, for a message."""
     kind = type(value).__name__
     dtype = getattr(value, "dtype", None)
     return f"a {kind}" + (f" of dtype {dtype}" if dtype is not None else "")
@@ -107,4 +108,4 @@ def _short(array: np.ndarray) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-__all__ = ["ActionSpec", "as_array", "check_action", "check_batch"]
+__all__ = ["ActionSpec", "as_array", "check_action", "check_batch", "describe"]

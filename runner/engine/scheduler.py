@@ -6,12 +6,15 @@ that changes task closes its env before building the next task's, so a run never
 `batch_size` simulators, one per slot. Which episode a free slot takes, and what a failed attempt means,
 are decided by runner.engine.assign (pure functions); this class only moves messages.
 
-Policy in the main process: a step round waits for the slots whose *step* is in flight, then asks
-the policy once for all slots holding an observation (slots still resetting or building an env do
-not hold the round back), and sends each its action (checked: runner.engine.actions). Observations are
-stacked per group of slots with identical observation and action shapes, taken from each episode's first
-observation (normally one group). Policy in the workers: each slot runs whole episodes and only reports
-results.
+Policy in the main process: the policy is asked once for all slots holding an observation, and each
+slot is sent its action (checked: runner.engine.actions). Observations are stacked per group of slots with
+identical observation and action shapes, taken from each episode's first observation (normally one group).
+A policy that already knows a slot's next actions without looking at observations (a queued action chunk,
+`take_queued`) has them sent along, and the worker steps through them in one request. A policy call waits
+for the slots whose reply is due soon (a single step always; several steps, a reset, by the time such
+requests have taken so far, up to `max_wait`), so that slots whose chunks end together share one forward
+pass; a slot many steps away does not hold the others back. Policy in the workers: each slot runs whole
+episodes and only reports results.
 
 Faults: a worker that dies (EOF on its pipe or its process sentinel: segfault, `os._exit`, OOM kill),
 a worker past its episode's timeout, and an exception raised by the simulator (a retryable `ErrorInfo`)
@@ -38,16 +41,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.engine.actions import ActionSpec, check_batch
+import numpy as np
+
+from runner.engine.actions import ActionSpec, as_array, check_batch, describe
 from runner.engine.assign import SCHEDULES, Attempts, Pending, next_task
 from runner.engine.plan import EpisodeJob
 from runner.engine.pool import InlineSlot, Poller, ProcessSlot, Slot, WorkerLost, wait_ready
 from runner.engine.signals import StopControl
-from runner.engine.worker import DONE, ERROR, OBS, START, STARTED, STEP, Abandoned, EpisodeResult, ErrorInfo
+from runner.engine.worker import DONE, ERROR, OBS, START, STARTED, STEP, STEPS, Abandoned, EpisodeResult, ErrorInfo
 from runner.errors import EvaluationError, Interrupted, RunnerError
 from runner.policies.base import signature, stack_observations
 
 POLL_S = 0.25  # how often a blocked wait looks at the stop flag and the timeouts
+SOON_STEPS = 3  # a reply expected within this many step times (plus 5% of a multi-step request's) is due soon
+MAX_WAIT_S, MAX_WAIT_STEPS = 1.0, 10  # a policy call waits at most max(1 s, 10 step times) for replies due soon
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,8 @@ class TraceEvent:
 class SlotState:
     slot: Slot
     job: EpisodeJob | None = None
-    request: str | None = None  # START or STEP while a reply is due
+    request: str | None = None  # START, STEP or STEPS while a reply is due
+    n_steps: int = 0  # steps of the request in flight
     observation: Any = None  # a pending observation, waiting for an action
     has_observation: bool = False
     action_spec: ActionSpec | None = None
@@ -106,6 +114,9 @@ class Scheduler:
         self.poller = Poller(procs) if procs and hasattr(select, "poll") else None
         self._t0 = time.perf_counter()
         self._starts: list[Any] = []
+        self._step_s: float | None = None  # a step's time in the workers (moving average)
+        self._start_s: float | None = None  # a reset's time (moving average)
+        self._waiting_since: float | None = None  # when a policy call began waiting for replies due soon
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -221,6 +232,7 @@ class Scheduler:
 
     def _send(self, state: SlotState, command: str, payload: Any) -> None:
         state.request = command
+        state.n_steps = len(payload) if command == STEPS else 1
         state.sent_s = time.perf_counter()
         try:
             state.slot.send(command, payload)
@@ -254,6 +266,8 @@ class Scheduler:
     def _wait_timeout(self, procs: list[SlotState]) -> float:
         now = time.perf_counter()
         lefts = [left for s in procs if (left := self._time_left(s, now)) is not None]
+        if self._waiting_since is not None:  # a policy call waits for replies due soon, up to max_wait
+            lefts.append(self._waiting_since + self._max_wait() - now)
         return max(0.0, min([POLL_S, *lefts]))
 
     def _check_timeouts(self, procs: list[SlotState]) -> None:
@@ -278,8 +292,13 @@ class Scheduler:
         except WorkerLost as exc:
             self.on_worker_lost(state, str(exc))
             return
-        state.request = None
-        state.busy_s += time.perf_counter() - state.sent_s
+        request, state.request = state.request, None
+        took = time.perf_counter() - state.sent_s
+        state.busy_s += took
+        if kind == OBS and request in (STEP, STEPS):
+            self._step_s = _average(self._step_s, took / state.n_steps)
+        elif kind == STARTED:
+            self._start_s = _average(self._start_s, took)
         if kind == OBS:
             state.observation, state.has_observation = value, True
         elif kind == STARTED:
@@ -307,11 +326,18 @@ class Scheduler:
             raise EvaluationError(f"unexpected reply {kind!r} from worker {slot.index}")
 
     def _act(self) -> None:
-        if any(s.request == STEP for s in self.states):
-            return  # a step round is still in flight
         acting = [s for s in self.states if s.has_observation]
         if not acting:
+            self._waiting_since = None
             return
+        now = time.perf_counter()
+        if any(s.request == STEP for s in self.states):
+            return  # a step round is still in flight
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if now - self._waiting_since < self._max_wait() and any(self._due_soon(s, now) for s in self.states):
+            return  # a reply about to come joins this call
+        self._waiting_since = None
         if self._starts:
             self._reset_policy()
         for group in _groups(acting):
@@ -332,12 +358,47 @@ class Scheduler:
         slots = [s.slot.index for s in group]
         actions = self._call_policy("select_action", lambda: self.policy.select_action(observation, texts, slots),
                                     group[0].job)
-        actions = check_batch(actions, [s.action_spec for s in group], lambda i: group[i].job.describe(),
-                              f"policy {self.policy_name!r}")
+        specs = [s.action_spec for s in group]
+        name = f"policy {self.policy_name!r}"
+        actions = check_batch(actions, specs, lambda i: group[i].job.describe(), name)
         for i, state in enumerate(group):
             state.has_observation = False
             state.observation = None
-            self._send(state, STEP, actions[i])
+            ahead = self._queued(state, name)
+            if ahead is not None:
+                self._send(state, STEPS, [actions[i], *ahead])
+            else:
+                self._send(state, STEP, actions[i])
+
+    def _queued(self, state: SlotState, name: str) -> np.ndarray | None:
+        """The actions the policy has decided ahead for the slot (`take_queued`), checked; None when none."""
+        take = getattr(self.policy, "take_queued", None)
+        if take is None:
+            return None
+        job = state.job
+        ahead = self._call_policy("take_queued", lambda: take(state.slot.index), job)
+        if ahead is None:
+            return None
+        array = as_array(ahead)
+        if array is None or array.ndim == 0:
+            raise EvaluationError(f"the {name} returned {describe(ahead)} from take_queued in {job.describe()}; "
+                                  "expected None or an array of shape (K, *action shape)")
+        if not len(array):
+            return None
+        return check_batch(array, [state.action_spec] * len(array), lambda _: job.describe(), f"{name}'s take_queued")
+
+    def _due_soon(self, state: SlotState, now: float) -> bool:
+        """Whether the slot's reply in flight (a reset, several steps) is expected soon enough for a policy call
+        to wait for it. Unknown durations (nothing measured yet) count as soon; so do late replies."""
+        if state.request == STEPS and self._step_s is not None:
+            expected = state.sent_s + state.n_steps * self._step_s
+            return expected - now <= (SOON_STEPS + 0.05 * state.n_steps) * self._step_s
+        if state.request == START and self._start_s is not None and self._step_s is not None:
+            return state.sent_s + self._start_s - now <= SOON_STEPS * self._step_s
+        return state.request in (STEPS, START)
+
+    def _max_wait(self) -> float:
+        return max(MAX_WAIT_S, MAX_WAIT_STEPS * (self._step_s or 0.0))
 
     def _call_policy(self, what: str, call: Callable[[], Any], job: EpisodeJob | None) -> Any:
         try:
@@ -363,6 +424,10 @@ def worker_error(info: ErrorInfo, job: EpisodeJob | None) -> RunnerError:
     episode = f" in {job.describe()}" if job is not None else ""
     who = "the policy raised " if info.source == "policy" else ""
     return EvaluationError(f"{who}{info.kind}: {info.message}{where}{episode}")
+
+
+def _average(old: float | None, new: float, weight: float = 0.2) -> float:
+    return new if old is None else old + weight * (new - old)
 
 
 def _groups(states: list[SlotState]) -> list[list[SlotState]]:

@@ -7,6 +7,8 @@ handler serves in-process slots):
   ("start", EpisodeJob)          ("started", (observation, action_space))  policy in the main process
                                  ("done", EpisodeResult)                   policy in the worker
   ("step", action)               ("obs", observation) | ("done", EpisodeResult)
+  ("steps", [action, ...])       the same after the last action, or "done" as soon as the episode ends
+                                 (actions decided ahead, e.g. a queued chunk: no round trip between them)
   ("close", None)                ("closed", cpu_s); then the worker exits (cpu_s: its CPU time)
   any                            ("error", ErrorInfo); the worker stays up until closed. A worker that
                                  cannot start sends one ("error", ...) before any request.
@@ -43,7 +45,7 @@ from runner.engine.actions import ActionSpec, check_action
 from runner.engine.plan import EpisodeJob
 from runner.errors import RunnerError
 
-START, STEP, CLOSE = "start", "step", "close"
+START, STEP, STEPS, CLOSE = "start", "step", "steps", "close"
 STARTED, OBS, DONE, CLOSED, ERROR = "started", "obs", "done", "closed", "error"
 
 
@@ -149,6 +151,8 @@ class EpisodeRunner:
         try:
             if command == STEP:
                 return self.step(payload)
+            if command == STEPS:
+                return self.steps(payload)
             if command == START:
                 return self.start(payload)
             if command == CLOSE:
@@ -205,6 +209,19 @@ class EpisodeRunner:
         if terminated or truncated or self._steps >= self.job.max_steps:
             return (DONE, self._finish())
         return (OBS, observation)
+
+    def steps(self, actions: Any) -> tuple[str, Any]:
+        """Step through actions decided ahead; the observation after the last, or the result when the episode
+        ends on the way (the actions left are dropped)."""
+        if not len(actions):
+            raise ValueError("steps without actions")
+        for i, action in enumerate(actions):
+            if i and self.should_stop is not None and self.should_stop():
+                raise Abandoned()
+            reply = self.step(action)
+            if reply[0] == DONE:
+                break
+        return reply
 
     def close(self) -> None:
         self._abandon()

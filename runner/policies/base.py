@@ -12,6 +12,10 @@ possibly of different tasks. A policy therefore keeps any per-episode state *per
 - `observation_keys`: the env observation keys the policy reads (None: all), so envs render images
   only for policies that look at them.
 - `release(slot)` (optional): forget a slot's state (`runner serve` calls it when a client goes away).
+- `take_queued(slot)` (optional): the slot's next actions that are already decided and need no observation
+  (e.g. the rest of a chunk), as an array (K, *action_space.shape) removed from the policy's state, or None.
+  The engine sends them to the slot's worker at once, which steps through them without a round trip; the
+  episode is the same as when each was returned by its own `select_action`.
 - `per_env()`: optionally, a picklable zero-argument factory of a `PerEnvPolicy`. Cheap per-env
   policies (scripted experts, random) offer it, and the engine may then run the policy inside each
   worker instead of round-tripping every step through the main process. Both paths give identical

@@ -7,9 +7,10 @@ normaliser stats. Features match an env's observations as LeRobot converts them 
 names the camera feature differently (e.g. `observation.images.camera1`, for the rename_map tests). Normalisation stats are the identity
 (mean 0, std 1), so the saved normaliser steps run but change nothing.
 
-Kinds: `act` (chunk 10; the adapter's per-slot chunk queues), `act-ensemble` (temporal ensembling, a
-new chunk every step) and `diffusion` (2 observation steps, stochastic sampling): the last two take the
-adapter's per-slot-copy path.
+Kinds: `act` (small: dim_model 64, chunk 10; the adapter's per-slot chunk queues), `act-default` (LeRobot's
+ACT defaults: dim_model 512, 4 encoder layers, chunks of 100 executed whole; 52M parameters), `act-ensemble`
+(temporal ensembling, a new chunk every step) and `diffusion` (2 observation steps, stochastic sampling): the
+last two take the adapter's per-slot-copy path.
 
     .venv-lerobot/bin/python tests/lerobot/make_random_policy.py OUT_DIR [--kind act] [--layout metaworld]
         [--image-key KEY] [--seed N]
@@ -29,13 +30,14 @@ LAYOUTS = {
 }
 
 
-KINDS = ("act", "act-ensemble", "diffusion")
+KINDS = ("act", "act-default", "act-ensemble", "diffusion")
 
 
 def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed: int = 0, kind: str = "act",
                      layout: str = "metaworld") -> Path:
-    """Write a random-init policy for an env's features (`layout`): ACT (ResNet18 without pretrained weights,
-    dim_model 64, chunk 10), or a small diffusion policy (`kind="diffusion"`)."""
+    """Write a random-init policy for an env's features (`layout`): ACT (ResNet18 without pretrained weights;
+    dim_model 64 and chunk 10, or LeRobot's defaults with `kind="act-default"`), or a small diffusion policy
+    (`kind="diffusion"`)."""
     import torch
     from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature
 
@@ -72,9 +74,10 @@ def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed:
         from lerobot.policies.act.processor_act import make_act_pre_post_processors as processors
 
         ensemble = kind == "act-ensemble"
-        config = Config(**common, chunk_size=CHUNK_SIZE, n_action_steps=1 if ensemble else CHUNK_SIZE,
-                        temporal_ensemble_coeff=0.01 if ensemble else None, dim_model=64, n_heads=4,
-                        dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False)
+        config = Config(**common) if kind == "act-default" else Config(
+            **common, chunk_size=CHUNK_SIZE, n_action_steps=1 if ensemble else CHUNK_SIZE,
+            temporal_ensemble_coeff=0.01 if ensemble else None, dim_model=64, n_heads=4, dim_feedforward=128,
+            n_encoder_layers=1, n_decoder_layers=1, use_vae=False)
     stats = {
         image_key: {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)},
         "observation.state": {"mean": torch.zeros(state_dim), "std": torch.ones(state_dim)},

@@ -332,3 +332,30 @@ def test_steps_that_pop_a_queued_action_skip_a_stateless_pipeline(policy_dirs, w
     task, _ = world
     want = lerobot_actions(make_adapter(policy_dirs["image"])[0], out[0]["observations"], task.text)
     assert_same_actions(out[0]["actions"], want, "skipping the pipeline on popping steps")
+
+
+def test_queued_actions_taken_at_once_are_the_ones_each_step_would_pop(policy_dirs, world) -> None:
+    """`take_queued` hands the rest of a chunk over at once (the engine steps through it in the worker): the
+    episode's actions are LeRobot's own, step by step; nothing is handed over while a pipeline keeps state."""
+    adapter, _ = make_adapter(policy_dirs["image"])
+    task, envs = world
+    env = envs[0]
+    observation, _ = env.reset(seed=1000)
+    adapter.reset([EpisodeStart(0, task, 0, 1000, env.action_space, 1)])
+    assert adapter.take_queued(0) is None  # nothing queued before the first call
+    observations, actions = [], []
+    while len(actions) < 25:
+        batch = {key: np.stack([value]) for key, value in observation.items()}
+        first = adapter.select_action(batch, [task.text], [0])[0]
+        ahead = adapter.take_queued(0)
+        assert ahead is not None and ahead.shape == (9, 4) and ahead.dtype == np.float32
+        assert adapter.take_queued(0) is None  # taken: the next step needs an observation
+        for action in [first, *ahead]:
+            observations.append(observation)
+            actions.append(action)
+            observation, *_ = env.step(action)
+    want = lerobot_actions(make_adapter(policy_dirs["image"])[0], observations, task.text)
+    assert_same_actions(actions, want, "chunks taken at once")
+    adapter.stateless = False  # a pipeline that remembers sees every step's observation
+    adapter.select_action({key: np.stack([value]) for key, value in observation.items()}, [task.text], [0])
+    assert adapter.take_queued(0) is None

@@ -325,6 +325,18 @@ class LeRobotPolicy:
             actions = self.postprocessor(actions)
         return actions.to("cpu").numpy()
 
+    def take_queued(self, slot: int) -> np.ndarray | None:
+        """The slot's queued actions (K, A), postprocessed and removed from its queue, when they need no
+        observation (a chunk, pipelines without state); None otherwise."""
+        state = self._slots.get(slot)
+        if not (self.chunked and self.stateless and self._checked and state is not None and state.queue):
+            return None
+        torch = self._torch
+        with torch.inference_mode(), self._autocast():
+            actions = torch.stack(list(state.queue))
+            state.queue.clear()
+            return self.postprocessor(actions).to("cpu").numpy()
+
     def per_env(self) -> None:
         return None  # batched in the main process
 

@@ -2,8 +2,8 @@
 
 `factory(**policy.kwargs)` returns either
 - a batched policy with the protocol of `runner.policies.base.Policy` (`select_action(observation,
-  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `close()` optional), run in the
-  main process; or
+  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `take_queued(slot)`, `close()`
+  optional), run in the main process; or
 - a per-env policy (`act(observation)`, optional `reset(start)` and `observation_keys`), which the
   engine may build inside each worker (the factory is then imported there).
 
@@ -82,6 +82,8 @@ class UserBatched:
         self.inner = inner
         keys = getattr(inner, "observation_keys", None)
         self.observation_keys = None if keys is None else frozenset(keys)
+        if callable(getattr(inner, "take_queued", None)):
+            self.take_queued = inner.take_queued
 
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
         if hasattr(self.inner, "reset"):
