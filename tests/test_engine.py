@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -300,3 +302,64 @@ def test_library_use_from_a_script_without_main_guard(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "episodes 2 processes True" in proc.stdout
+
+
+# ── when a policy call waits ─────────────────────────────────────────────────────────────────────────
+
+
+class _Slot:
+    """A slot that records what it is sent (never replies)."""
+
+    inline = False
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.sent: list[str] = []
+
+    def send(self, command, payload) -> None:
+        self.sent.append(command)
+
+
+class _Policy:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reset(self, starts) -> None:
+        pass
+
+    def select_action(self, observation, texts, slots):
+        self.calls += 1
+        return np.zeros((len(slots), 4), np.float32)
+
+
+def test_a_policy_call_waits_for_a_late_reply_only_once():
+    """A slot with an observation waits (up to max_wait) for another slot's reset due soon, so that both share a
+    forward pass; a reset that is late (an env build, a slow worker) is waited for once, not before every call."""
+    import gymnasium as gym
+
+    from runner.engine.actions import ActionSpec
+    from runner.engine.plan import EpisodeJob
+    from runner.engine.scheduler import MAX_WAIT_S, Scheduler
+    from runner.engine.worker import START, STEP
+
+    task = TaskRef("g", 0, "reach-v3", "reach")
+    policy = _Policy()
+    scheduler = Scheduler([_Slot(0), _Slot(1)], [], on_done=lambda *a: None, policy=policy)
+    ready, late = scheduler.states
+    ready.job = late.job = EpisodeJob(task, 0, 1000, 10, None)
+    ready.action_spec = ActionSpec(gym.spaces.Box(-1, 1, (4,), np.float32))
+    late.request, late.sent_s = START, time.perf_counter()
+
+    def observe() -> None:
+        ready.request, ready.observation, ready.has_observation = None, {"agent_pos": np.zeros(4)}, True
+
+    observe()
+    scheduler._act()
+    assert policy.calls == 0  # the other slot's reset may come at once: wait
+    scheduler._waiting_since -= MAX_WAIT_S + 0.1
+    scheduler._act()
+    assert policy.calls == 1 and ready.slot.sent == [STEP]  # waited long enough: go ahead
+    for _ in range(3):
+        observe()
+        scheduler._act()
+    assert policy.calls == 4  # the same late reset holds no call back again

@@ -64,7 +64,7 @@ def as_array(value: Any) -> np.ndarray | None:
     """`value` as a NumPy array, or None when it is not one (ragged lists, objects NumPy cannot convert)."""
     try:
         array = np.asarray(value)
-    except (ValueError, TypeError):
+    except Exception:  # ragged lists, objects NumPy cannot convert, tensors that require grad
         return None
     return None if array.dtype.kind in "OSUVc" else array
 

@@ -12,8 +12,8 @@ identical observation and action shapes, taken from each episode's first observa
 A policy that already knows a slot's next actions without looking at observations (a queued action chunk,
 `take_queued`) has them sent along, and the worker steps through them in one request. A policy call waits
 for the slots whose reply is due soon (a single step always; several steps, a reset, by the time such
-requests have taken so far, up to `max_wait`), so that slots whose chunks end together share one forward
-pass; a slot many steps away does not hold the others back. Policy in the workers: each slot runs whole
+requests have taken so far, up to `max_wait`, and a request once waited for in vain never again), so that
+slots whose chunks end together share one forward pass; a slot many steps away does not hold the others back. Policy in the workers: each slot runs whole
 episodes and only reports results.
 
 Faults: a worker that dies (EOF on its pipe or its process sentinel: segfault, `os._exit`, OOM kill),
@@ -73,6 +73,7 @@ class SlotState:
     job: EpisodeJob | None = None
     request: str | None = None  # START, STEP or STEPS while a reply is due
     n_steps: int = 0  # steps of the request in flight
+    waited_out: bool = False  # a policy call already waited for this request in vain: never again
     observation: Any = None  # a pending observation, waiting for an action
     has_observation: bool = False
     action_spec: ActionSpec | None = None
@@ -233,6 +234,7 @@ class Scheduler:
     def _send(self, state: SlotState, command: str, payload: Any) -> None:
         state.request = command
         state.n_steps = len(payload) if command == STEPS else 1
+        state.waited_out = False
         state.sent_s = time.perf_counter()
         try:
             state.slot.send(command, payload)
@@ -335,8 +337,11 @@ class Scheduler:
             return  # a step round is still in flight
         if self._waiting_since is None:
             self._waiting_since = now
-        if now - self._waiting_since < self._max_wait() and any(self._due_soon(s, now) for s in self.states):
+        soon = [s for s in self.states if self._due_soon(s, now)]
+        if soon and now - self._waiting_since < self._max_wait():
             return  # a reply about to come joins this call
+        for state in soon:  # waited for in vain (an env build, a slow worker): the next calls go ahead
+            state.waited_out = True
         self._waiting_since = None
         if self._starts:
             self._reset_policy()
@@ -389,7 +394,10 @@ class Scheduler:
 
     def _due_soon(self, state: SlotState, now: float) -> bool:
         """Whether the slot's reply in flight (a reset, several steps) is expected soon enough for a policy call
-        to wait for it. Unknown durations (nothing measured yet) count as soon; so do late replies."""
+        to wait for it. Unknown durations (nothing measured yet) count as soon; so do late replies, until a call
+        has waited for them once."""
+        if state.waited_out:
+            return False
         if state.request == STEPS and self._step_s is not None:
             expected = state.sent_s + state.n_steps * self._step_s
             return expected - now <= (SOON_STEPS + 0.05 * state.n_steps) * self._step_s
