@@ -311,8 +311,7 @@ class LeRobotPolicy:
             if need == [] and self.stateless and self._checked:
                 # Every row pops a queued action: the observation is not looked at, and a pipeline without
                 # state would only redo work on it (~2 ms a row for a 480x480 image here).
-                actions = torch.stack([self._slots[slot].queue.popleft() for slot in slots])
-                return self.postprocessor(actions).to("cpu").numpy()
+                return self._postprocessed([self._slots[slot].queue.popleft() for slot in slots])
             batch = self._convert(observation, task_texts)
             self._check(batch)
             if not self.chunked:
@@ -331,11 +330,10 @@ class LeRobotPolicy:
         state = self._slots.get(slot)
         if not (self.chunked and self.stateless and self._checked and state is not None and state.queue):
             return None
-        torch = self._torch
-        with torch.inference_mode(), self._autocast():
-            actions = torch.stack(list(state.queue))
-            state.queue.clear()
-            return self.postprocessor(actions).to("cpu").numpy()
+        actions = list(state.queue)
+        state.queue.clear()
+        with self._torch.inference_mode(), self._autocast():
+            return self._postprocessed(actions)
 
     def per_env(self) -> None:
         return None  # batched in the main process
@@ -347,6 +345,10 @@ class LeRobotPolicy:
         self._slots.clear()
 
     # internals
+
+    def _postprocessed(self, actions: list[Any]) -> np.ndarray:
+        """Queued raw actions, one per row, through the postprocessor."""
+        return self.postprocessor(self._torch.stack(actions)).to("cpu").numpy()
 
     def _autocast(self) -> Any:
         if not self._amp:
