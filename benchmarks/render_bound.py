@@ -11,10 +11,11 @@ Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten
    actions are computed first (the policy closed-loop on runner's env, untimed), then processes replay them on
    runner's Meta-World env (480x480 corner2 camera, LeRobot's settings: shadows, 4x multisampling) and time the
    step and render of every `--stride`-th step (the arm's pose changes a frame's cost by ~25%, so a loop that
-   holds the arm still is no bound). W processes side by side for W = 1 and each batch size, process i
-   replaying episode i, with llvmpipe's default thread count (every CPU) and with each process's share
-   (LP_NUM_THREADS = CPUs / W). The bound at batch size B is the best frames/s of B processes (B envs rendering
-   at once, as B slots do).
+   holds the arm still is no bound). B processes side by side for batch size B, process i replaying episode i,
+   with llvmpipe's default thread count (every CPU) and with each process's share (LP_NUM_THREADS = CPUs / B);
+   the best of these is measured just before and just after runner's runs at that batch size, and the bound is
+   their mean (this machine's speed drifts by 10-30% over a run, so a bound measured once at the start is no
+   yardstick for runs half an hour later).
 2. runner at batch sizes 1, 2, 4 (one episode per slot): frames rendered (one per step and the reset frame, each
    also the video frame) per second in steady state: the difference between a run of full episodes and one of
    `--short` steps, over the difference in eval_s (which also counts starting the workers: reported as start-up);
@@ -24,6 +25,9 @@ Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten
    not count making its envs), peak memory, and the per-episode results checked against runner's (sum_reward to
    a few ulps, as the parity tests).
 4. Memory per worker with 1 and with 10 episodes per worker (batch size 2, `--memory-steps` steps per episode).
+5. The memory floor both tools stand on: one process that imports torch and LeRobot, loads the policy, makes the
+   env and runs 101 closed-loop steps (two forward passes, no video, no engine): its peak PSS, and each tool's
+   peak at batch size 1 above it.
 
 usage: .venv-lerobot/bin/python benchmarks/render_bound.py [--quick] [--policy default|small] [--batch-sizes 1,2,4]
 """
@@ -151,6 +155,21 @@ def render_loops(processes: int, threads: int | None, actions: list[Path], strid
             "cpu_ms_per_frame": 1000 * sum(p[1] for p in parts) / frames}
 
 
+def bound_at(processes: int, cpus: int, actions: list[Path], stride: int) -> tuple[float, str]:
+    """The render bound for `processes` at once: the best frames/s over llvmpipe's default thread count and each
+    process's share; with each measurement, as text."""
+    from runner.engine.plan import render_threads
+
+    share = render_threads(cpus, processes)
+    best, parts = 0.0, []
+    for threads in (None,) if share == cpus else (None, share):
+        r = render_loops(processes, threads, actions, stride)
+        parts.append(f"{r['fps']:.2f} (LP_NUM_THREADS={threads or f'default ({cpus})'}, {r['ms_per_frame']:.0f} ms "
+                     f"a frame, {r['cpu_ms_per_frame']:.0f} ms CPU)")
+        best = max(best, r["fps"])
+    return best, ", ".join(parts)
+
+
 # ── runs, with their memory ───────────────────────────────────────────────────────────────────────────────
 
 
@@ -273,10 +292,13 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=4, help="render loops time every STRIDE-th step's frame")
     parser.add_argument("--short", type=int, default=40, help="steps of the short runs (steady state = difference)")
     parser.add_argument("--memory-steps", type=int, default=50)
+    parser.add_argument("--floor", nargs=2, metavar=("POLICY", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor:
+        return _trajectory(args.floor[0], SEED, 101, args.floor[1])  # the floor, measured from outside
     from make_random_policy import build_random_act
 
-    from runner.engine.plan import cpu_count, render_threads
+    from runner.engine.plan import cpu_count
 
     cpus = cpu_count()
     sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -288,38 +310,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         policy = build_random_act(tmp / "act", kind=kind)
-        print(f"\n== render bound (plain loops replaying the workload's episodes, seeds {SEED}..: step + render "
-              f"the observation of every {args.stride}th step, no policy)", flush=True)
+        print(f"\n== render bound and runner, side by side for each batch size B (bound: B plain loops replaying the "
+              f"workload's episodes, seeds {SEED}..: step + render the observation of every {args.stride}th step, no "
+              f"policy, measured just before and just after runner's runs; runner: one episode per slot, steady "
+              f"state = full run - short run)", flush=True)
         actions = trajectories(policy, [SEED + i for i in range(max(sizes))], steps, tmp, cpus)
-        bound = {}
-        for w in sorted({1, *sizes}):
-            share = render_threads(cpus, w)
-            for threads in (None,) if share == cpus else (None, share):
-                r = render_loops(w, threads, actions, args.stride)
-                label = f"{w} process{'es' if w > 1 else ''}, LP_NUM_THREADS={threads or f'default ({cpus})'}"
-                print(f"  {label}: {r['fps']:.2f} frames/s ({r['ms_per_frame']:.1f} ms a frame, "
-                      f"{r['cpu_ms_per_frame']:.0f} ms CPU a frame)", flush=True)
-                bound[w] = max(bound.get(w, 0.0), r["fps"])
-        best = max(bound.values())
-        print("  render bound: " + "; ".join(f"{w} at once {fps:.2f} frames/s" for w, fps in sorted(bound.items()))
-              + f"; best {best:.2f}", flush=True)
-        print("\n== runner (one episode per slot; steady state = full run - short run)", flush=True)
         ours = {}
         for b in sizes:
+            before = bound_at(b, cpus, actions, args.stride)
             short = runner_run(policy, tmp / f"runner_b{b}_short", b, b, args.short)
             r = ours[b] = runner_run(policy, tmp / f"runner_b{b}", b, b, steps)
+            after = bound_at(b, cpus, actions, args.stride)
+            bound = (before[0] + after[0]) / 2
             fps = (r["frames"] - short["frames"]) / (r["eval_s"] - short["eval_s"])
             start_up = r["eval_s"] - r["frames"] / fps
             chose = [line for line in r["log"].splitlines() if "rendering" in line or "chosen" in line]
-            print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound[b]:.2f} of the bound for {b} at once "
-                  f"({fps / best:.2f} of the best); {r['frames']} frames in {r['eval_s']:.1f} s eval_s, of which "
-                  f"~{start_up:.1f} s start-up; peak memory {r['peak_mib']:.0f} MiB PSS, {r['peak_rss_mib']:.0f} "
-                  f"MiB summed RSS; videos {r['video_kib']:.0f} KiB" + "".join(f"\n    {c}" for c in chose),
-                  flush=True)
+            print(f"  {b} process{'es' if b > 1 else ''}, frames/s before: {before[1]}; after: {after[1]}; bound "
+                  f"{bound:.2f} (the best of each, averaged)", flush=True)
+            print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound:.2f} of the bound; {r['frames']} frames in "
+                  f"{r['eval_s']:.1f} s eval_s, of which ~{start_up:.1f} s start-up; peak memory {r['peak_mib']:.0f} "
+                  f"MiB PSS, {r['peak_rss_mib']:.0f} MiB summed RSS; videos {r['video_kib']:.0f} KiB"
+                  + "".join(f"\n    {c}" for c in chose), flush=True)
+        theirs_b1 = None
         if not args.quick:
             print("\n== lerobot-eval (its defaults: videos on)", flush=True)
             for b in (s for s in sizes if s <= 2):
                 theirs = lerobot_eval(policy, tmp / f"lerobot_b{b}", b)
+                theirs_b1 = theirs if b == 1 else theirs_b1
                 same = same_episodes(ours[b]["episodes"], theirs["episodes"])
                 print(f"  batch {b}: eval_s {theirs['eval_s']:.1f} (runner {ours[b]['eval_s']:.1f}: "
                       f"{theirs['eval_s'] / ours[b]['eval_s']:.2f}x faster), wall {theirs['wall_s']:.1f} s (runner "
@@ -332,9 +349,17 @@ def main() -> None:
         for per_worker in (1, 10):
             r = runner_run(policy, tmp / f"memory_{per_worker}", 2, 2 * per_worker, args.memory_steps)
             roles = r["peaks_mib"]
-            print(f"  {per_worker} episode(s) per worker: peak RSS (MiB): workers "
-                  f"{', '.join(f'{m:.0f}' for m in roles.get('worker', []))}; main {max(roles.get('main', [0])):.0f}; "
-                  f"all processes {r['peak_mib']:.0f} PSS", flush=True)
+            workers = roles.get("worker", [])
+            kept = [m for m in workers if m >= 0.1 * max(workers, default=0)]  # not one caught mid-fork
+            print(f"  {per_worker} episode(s) per worker: peak RSS (MiB): workers {', '.join(f'{m:.0f}' for m in kept)}"
+                  f"; main {max(roles.get('main', [0])):.0f}; all processes {r['peak_mib']:.0f} PSS", flush=True)
+        if 1 in ours:
+            argv = [sys.executable, str(Path(__file__).resolve()), "--floor", str(policy), str(tmp / "floor.npy")]
+            floor = measured(argv, tmp / "floor.log")["peak_mib"]
+            print(f"\n== memory floor (one process: torch and LeRobot imported, the policy loaded, the env made, 101 "
+                  f"closed-loop steps, no video)\n  {floor:.0f} MiB PSS; above it at batch size 1: runner "
+                  f"{ours[1]['peak_mib'] - floor:+.0f} MiB" + (
+                      f", lerobot-eval {theirs_b1['peak_mib'] - floor:+.0f} MiB" if theirs_b1 else ""), flush=True)
 
 
 if __name__ == "__main__":
