@@ -331,12 +331,11 @@ def main() -> None:
                   f"{r['eval_s']:.1f} s eval_s, of which ~{start_up:.1f} s start-up; peak memory {r['peak_mib']:.0f} "
                   f"MiB PSS, {r['peak_rss_mib']:.0f} MiB summed RSS; videos {r['video_kib']:.0f} KiB"
                   + "".join(f"\n    {c}" for c in chose), flush=True)
-        theirs_b1 = None
+        theirs_by_batch = {}
         if not args.quick:
             print("\n== lerobot-eval (its defaults: videos on)", flush=True)
             for b in (s for s in sizes if s <= 2):
-                theirs = lerobot_eval(policy, tmp / f"lerobot_b{b}", b)
-                theirs_b1 = theirs if b == 1 else theirs_b1
+                theirs = theirs_by_batch[b] = lerobot_eval(policy, tmp / f"lerobot_b{b}", b)
                 same = same_episodes(ours[b]["episodes"], theirs["episodes"])
                 print(f"  batch {b}: eval_s {theirs['eval_s']:.1f} (runner {ours[b]['eval_s']:.1f}: "
                       f"{theirs['eval_s'] / ours[b]['eval_s']:.2f}x faster), wall {theirs['wall_s']:.1f} s (runner "
@@ -359,7 +358,7 @@ def main() -> None:
             print(f"\n== memory floor (one process: torch and LeRobot imported, the policy loaded, the env made, 101 "
                   f"closed-loop steps, no video)\n  {floor:.0f} MiB PSS; above it at batch size 1: runner "
                   f"{ours[1]['peak_mib'] - floor:+.0f} MiB" + (
-                      f", lerobot-eval {theirs_b1['peak_mib'] - floor:+.0f} MiB" if theirs_b1 else ""), flush=True)
+                      f", lerobot-eval {theirs_by_batch[1]['peak_mib'] - floor:+.0f} MiB" if 1 in theirs_by_batch else ""), flush=True)
 
 
 if __name__ == "__main__":
