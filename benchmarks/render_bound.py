@@ -283,12 +283,23 @@ def same_episodes(ours: list, theirs: list) -> bool:
         for a, b in zip(ours, theirs, strict=True))
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(b) for b in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, e.g. 1,2,4; got {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="90-step episodes, no lerobot-eval")
     parser.add_argument("--policy", choices=("default", "small"), default="default",
                         help="ACT with LeRobot's defaults (chunks of 100) or small (chunks of 10)")
-    parser.add_argument("--batch-sizes", default="1,2,4")
+    parser.add_argument("--batch-sizes", type=_sizes, default=[1, 2, 4], metavar="B,B,...",
+                        help="runner's batch sizes (default 1,2,4)")
     parser.add_argument("--stride", type=int, default=4, help="render loops time every STRIDE-th step's frame")
     parser.add_argument("--short", type=int, default=40, help="steps of the short runs (steady state = difference)")
     parser.add_argument("--memory-steps", type=int, default=50)
@@ -301,7 +312,7 @@ def main() -> None:
     from runner.engine.plan import cpu_count
 
     cpus = cpu_count()
-    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    sizes = args.batch_sizes
     steps = 90 if args.quick else None
     kind = "act-default" if args.policy == "default" else "act"
     print(f"machine: {cpus} CPUs; workload: random-init ACT ({kind}) on {TASK}, 480x480 corner2 camera, videos "
@@ -353,12 +364,13 @@ def main() -> None:
             print(f"  {per_worker} episode(s) per worker: peak RSS (MiB): workers {', '.join(f'{m:.0f}' for m in kept)}"
                   f"; main {max(roles.get('main', [0])):.0f}; all processes {r['peak_mib']:.0f} PSS", flush=True)
         if 1 in ours:
+            theirs = theirs_by_batch.get(1)
             argv = [sys.executable, str(Path(__file__).resolve()), "--floor", str(policy), str(tmp / "floor.npy")]
             floor = measured(argv, tmp / "floor.log")["peak_mib"]
             print(f"\n== memory floor (one process: torch and LeRobot imported, the policy loaded, the env made, 101 "
                   f"closed-loop steps, no video)\n  {floor:.0f} MiB PSS; above it at batch size 1: runner "
                   f"{ours[1]['peak_mib'] - floor:+.0f} MiB" + (
-                      f", lerobot-eval {theirs_by_batch[1]['peak_mib'] - floor:+.0f} MiB" if 1 in theirs_by_batch else ""), flush=True)
+                      f", lerobot-eval {theirs['peak_mib'] - floor:+.0f} MiB" if theirs else ""), flush=True)
 
 
 if __name__ == "__main__":
