@@ -19,11 +19,12 @@ Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten
 2. runner at batch sizes 1, 2, 4 (one episode per slot): frames rendered (one per step and the reset frame, each
    also the video frame) per second in steady state: the difference between a run of full episodes and one of
    `--short` steps, over the difference in eval_s (which also counts starting the workers: reported as start-up);
-   that over the bound; peak memory of all its processes (summed PSS, shared pages split between the processes
-   that map them, and summed RSS, which counts shared libraries once per process), sampled every 0.2 s.
-3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes: its eval_s (which does
-   not count making its envs), peak memory, and the per-episode results checked against runner's (sum_reward to
-   a few ulps, as the parity tests).
+   that over the bound. These two runs are not sampled for memory (sampling costs ~20% of a core); a third run of
+   full episodes is: peak memory of all its processes (summed PSS, shared pages split between the processes that
+   map them, and summed RSS, which counts shared libraries once per process), sampled every 0.2 s.
+3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes, sampled as runner's
+   third run: its eval_s (which does not count making its envs) and peak memory against that run's, and the
+   per-episode results checked against runner's (sum_reward to a few ulps, as the parity tests).
 4. Memory per worker with 1 and with 10 episodes per worker (batch size 2, `--memory-steps` steps per episode).
 5. The memory floor both tools stand on: one process that imports torch and LeRobot, loads the policy, makes the
    env and runs 101 closed-loop steps (two forward passes, no video, no engine): its peak PSS, and each tool's
@@ -213,9 +214,11 @@ def _tree_rss_kib(root: int) -> dict[int, tuple[str, int, int]]:
     return found
 
 
-def measured(argv: list[str], log: Path) -> dict[str, Any]:
-    """Run a command; its wall time, the peaks of its process tree's summed PSS and summed RSS, and each
-    process's peak RSS with its role."""
+def measured(argv: list[str], log: Path, sample: bool = True) -> dict[str, Any]:
+    """Run a command; its wall time and, with `sample`, the peaks of its process tree's summed PSS and summed RSS,
+    and each process's peak RSS with its role. Sampling costs ~60 ms of CPU a sample here (reading the smaps of a
+    process that maps torch walks its page tables), ~20% of a core at 5 samples a second: runs that are timed
+    against the bound are not sampled."""
     peak_sum, peak_pss, peaks = 0, 0, {}
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -223,7 +226,7 @@ def measured(argv: list[str], log: Path) -> dict[str, Any]:
         start = time.perf_counter()
         done = threading.Event()
 
-        def sample() -> None:
+        def sample_tree() -> None:
             nonlocal peak_sum, peak_pss
             while not done.is_set():
                 tree = _tree_rss_kib(proc.pid)
@@ -233,27 +236,30 @@ def measured(argv: list[str], log: Path) -> dict[str, Any]:
                     peaks[pid] = (role, max(peaks.get(pid, (role, 0))[1], kib))
                 done.wait(0.2)
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        sampler = threading.Thread(target=sample_tree, daemon=True)
+        if sample:
+            sampler.start()
         code = proc.wait()
+        wall = time.perf_counter() - start
         done.set()
-        sampler.join()
+        if sample:
+            sampler.join()
     if code != 0:
         raise SystemExit(f"{Path(argv[0]).name} failed ({code}): {log.read_text()[-3000:]}")
     by_role: dict[str, list[float]] = {}
     for role, kib in peaks.values():
         by_role.setdefault(role, []).append(kib / 1024)
-    return {"wall_s": time.perf_counter() - start, "peak_mib": peak_pss / 1024, "peak_rss_mib": peak_sum / 1024,
-            "peaks_mib": by_role}
+    return {"wall_s": wall, "peak_mib": peak_pss / 1024, "peak_rss_mib": peak_sum / 1024, "peaks_mib": by_role}
 
 
-def runner_run(policy: Path, out: Path, batch: int, episodes: int, steps: int | None) -> dict[str, Any]:
+def runner_run(policy: Path, out: Path, batch: int, episodes: int, steps: int | None,
+               sample: bool = True) -> dict[str, Any]:
     sets = [f"policy.path={policy}", "policy.rename_map={}", "policy.empty_cameras=0", "policy.device=cpu",
             f"env.task={TASK}", f"eval.seed={SEED}", f"eval.n_episodes={episodes}", f"eval.batch_size={batch}",
             f"eval.use_async_envs={'true' if batch > 1 else 'false'}", f"eval.videos={episodes}",
             *([f"env.max_steps={steps}"] if steps else [])]
     run = measured([str(BIN / "runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(out),
-                    *(a for s in sets for a in ("--set", s))], out.with_suffix(".log"))
+                    *(a for s in sets for a in ("--set", s))], out.with_suffix(".log"), sample)
     records = sorted((json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()),
                      key=lambda r: r["episode_index"])
     run["eval_s"] = json.loads((out / "eval_info.json").read_text())["overall"]["eval_s"]
@@ -329,18 +335,20 @@ def main() -> None:
         ours = {}
         for b in sizes:
             before = bound_at(b, cpus, actions, args.stride)
-            short = runner_run(policy, tmp / f"runner_b{b}_short", b, b, args.short)
-            r = ours[b] = runner_run(policy, tmp / f"runner_b{b}", b, b, steps)
+            short = runner_run(policy, tmp / f"runner_b{b}_short", b, b, args.short, sample=False)
+            timed = runner_run(policy, tmp / f"runner_b{b}_timed", b, b, steps, sample=False)
             after = bound_at(b, cpus, actions, args.stride)
+            r = ours[b] = runner_run(policy, tmp / f"runner_b{b}", b, b, steps)  # memory; lerobot-eval's yardstick
             bound = (before[0] + after[0]) / 2
-            fps = (r["frames"] - short["frames"]) / (r["eval_s"] - short["eval_s"])
-            start_up = r["eval_s"] - r["frames"] / fps
+            fps = (timed["frames"] - short["frames"]) / (timed["eval_s"] - short["eval_s"])
+            start_up = timed["eval_s"] - timed["frames"] / fps
             chose = [line for line in r["log"].splitlines() if "rendering" in line or "chosen" in line]
             print(f"  {b} process{'es' if b > 1 else ''}, frames/s before: {before[1]}; after: {after[1]}; bound "
                   f"{bound:.2f} (the best of each, averaged)", flush=True)
-            print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound:.2f} of the bound; {r['frames']} frames in "
-                  f"{r['eval_s']:.1f} s eval_s, of which ~{start_up:.1f} s start-up; peak memory {r['peak_mib']:.0f} "
-                  f"MiB PSS, {r['peak_rss_mib']:.0f} MiB summed RSS; videos {r['video_kib']:.0f} KiB"
+            print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound:.2f} of the bound; {timed['frames']} frames in "
+                  f"{timed['eval_s']:.1f} s eval_s, of which ~{start_up:.1f} s start-up; videos {r['video_kib']:.0f} "
+                  f"KiB; a third run, sampled for memory ({r['eval_s']:.1f} s eval_s): peak {r['peak_mib']:.0f} MiB "
+                  f"PSS, {r['peak_rss_mib']:.0f} MiB summed RSS"
                   + "".join(f"\n    {c}" for c in chose), flush=True)
         theirs_by_batch = {}
         if not args.quick:
