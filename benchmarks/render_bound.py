@@ -12,23 +12,23 @@ Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten
    runner's Meta-World env (480x480 corner2 camera, LeRobot's settings: shadows, 4x multisampling) and time the
    step and render of every `--stride`-th step (the arm's pose changes a frame's cost by ~25%, so a loop that
    holds the arm still is no bound). B processes side by side for batch size B, process i replaying episode i,
-   with llvmpipe's default thread count (every CPU) and with each process's share (LP_NUM_THREADS = CPUs / B);
-   the best of these is measured just before and just after runner's runs at that batch size, and the bound is
-   their mean (this machine's speed drifts by 10-30% over a run, so a bound measured once at the start is no
-   yardstick for runs half an hour later).
+   with llvmpipe's default thread count (every CPU) and with each process's share (LP_NUM_THREADS =
+   max(1, CPUs // B)); the best of these is measured just before and just after runner's two timed runs at that
+   batch size, and the bound is their mean (this machine's speed drifts by 10-40% over a run, so a bound measured
+   once at the start is no yardstick for runs half an hour later).
 2. runner at batch sizes 1, 2, 4 (one episode per slot): frames rendered (one per step and the reset frame, each
    also the video frame) per second in steady state: the difference between a run of full episodes and one of
    `--short` steps, over the difference in eval_s (which also counts starting the workers: reported as start-up);
-   that over the bound. These two runs are not sampled for memory (sampling costs ~20% of a core); a third run of
-   full episodes is: peak memory of all its processes (summed PSS, shared pages split between the processes that
+   that over the bound. These two runs are not sampled for memory (see `measured`); a third run of full episodes
+   is: peak memory of all its processes (summed PSS, shared pages split between the processes that
    map them, and summed RSS, which counts shared libraries once per process), sampled every 0.2 s.
 3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes, sampled as runner's
    third run: its eval_s (which does not count making its envs) and peak memory against that run's, and the
    per-episode results checked against runner's (sum_reward to a few ulps, as the parity tests).
 4. Memory per worker with 1 and with 10 episodes per worker (batch size 2, `--memory-steps` steps per episode).
-5. The memory floor both tools stand on: one process that imports torch and LeRobot, loads the policy, makes the
-   env and runs 101 closed-loop steps (two forward passes, no video, no engine): its peak PSS, and each tool's
-   peak at batch size 1 above it.
+5. The memory floor both tools stand on: one process that imports torch and LeRobot, loads the policy (through
+   runner's LeRobot adapter, which calls LeRobot's own loading code), makes the env and runs 101 closed-loop steps
+   (no video, no engine): its peak PSS, and each tool's peak at batch size 1 above it.
 
 usage: .venv-lerobot/bin/python benchmarks/render_bound.py [--quick] [--policy default|small] [--batch-sizes 1,2,4]
 """
@@ -40,6 +40,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -61,7 +62,7 @@ BIN = Path(sys.executable).parent
 
 def _env(obs_keys: frozenset[str] | None = None) -> tuple[Any, Any, Any]:
     """Runner's Meta-World env for the workload (the policy's observation keys), its task and its spec."""
-    os.environ.update({k: os.environ.get(k, v) for k, v in RENDER_ENV.items()})
+    os.environ.update(RENDER_ENV)  # the same back end as the measured runs, whatever the caller's environment
     from runner.envs import AGENT_POS, PIXELS, get_adapter
     from runner.spec import load_spec
 
@@ -147,7 +148,16 @@ def render_loops(processes: int, threads: int | None, actions: list[Path], strid
              for i in range(processes)]
     for p in procs:
         p.start()
-    parts = [out.get() for _ in procs]
+    parts: list[tuple[float, float, int]] = []
+    while len(parts) < len(procs):
+        try:
+            parts.append(out.get(timeout=5))
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode]  # None while running, 0 once done
+            if failed:
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"a render loop failed (exit code {failed[0]}); its traceback is above") from None
     for p in procs:
         p.join()
     frames = sum(p[2] for p in parts)
@@ -216,9 +226,9 @@ def _tree_rss_kib(root: int) -> dict[int, tuple[str, int, int]]:
 
 def measured(argv: list[str], log: Path, sample: bool = True) -> dict[str, Any]:
     """Run a command; its wall time and, with `sample`, the peaks of its process tree's summed PSS and summed RSS,
-    and each process's peak RSS with its role. Sampling costs ~60 ms of CPU a sample here (reading the smaps of a
-    process that maps torch walks its page tables), ~20% of a core at 5 samples a second: runs that are timed
-    against the bound are not sampled."""
+    and each process's peak RSS with its role. A sample costs ~65 ms of CPU here (reading the smaps of a process
+    that maps torch walks its page tables), a fifth of a core at one sample every 0.2 s plus its own time: runs
+    timed against the bound, whose loops are not sampled, are not sampled either."""
     peak_sum, peak_pss, peaks = 0, 0, {}
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -257,7 +267,7 @@ def runner_run(policy: Path, out: Path, batch: int, episodes: int, steps: int | 
     sets = [f"policy.path={policy}", "policy.rename_map={}", "policy.empty_cameras=0", "policy.device=cpu",
             f"env.task={TASK}", f"eval.seed={SEED}", f"eval.n_episodes={episodes}", f"eval.batch_size={batch}",
             f"eval.use_async_envs={'true' if batch > 1 else 'false'}", f"eval.videos={episodes}",
-            *([f"env.max_steps={steps}"] if steps else [])]
+            *([f"env.max_steps={steps}"] if steps is not None else [])]
     run = measured([str(BIN / "runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(out),
                     *(a for s in sets for a in ("--set", s))], out.with_suffix(".log"), sample)
     records = sorted((json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()),
@@ -299,6 +309,16 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="90-step episodes, no lerobot-eval")
@@ -306,9 +326,10 @@ def main() -> None:
                         help="ACT with LeRobot's defaults (chunks of 100) or small (chunks of 10)")
     parser.add_argument("--batch-sizes", type=_sizes, default=[1, 2, 4], metavar="B,B,...",
                         help="runner's batch sizes (default 1,2,4)")
-    parser.add_argument("--stride", type=int, default=4, help="render loops time every STRIDE-th step's frame")
-    parser.add_argument("--short", type=int, default=40, help="steps of the short runs (steady state = difference)")
-    parser.add_argument("--memory-steps", type=int, default=50)
+    parser.add_argument("--stride", type=_positive, default=4, help="render loops time every STRIDE-th step's frame")
+    parser.add_argument("--short", type=_positive, default=40,
+                        help="steps of the short runs (steady state = difference); below the episodes' length")
+    parser.add_argument("--memory-steps", type=_positive, default=50, help="steps of the memory-per-worker episodes")
     parser.add_argument("--floor", nargs=2, metavar=("POLICY", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor:
@@ -320,6 +341,8 @@ def main() -> None:
     cpus = cpu_count()
     sizes = args.batch_sizes
     steps = 90 if args.quick else None
+    if args.short >= (steps or 500):
+        parser.error(f"--short {args.short} must be below the episodes' {steps or 500} steps")
     kind = "act-default" if args.policy == "default" else "act"
     print(f"machine: {cpus} CPUs; workload: random-init ACT ({kind}) on {TASK}, 480x480 corner2 camera, videos "
           f"on, {steps or 500}-step episodes", flush=True)

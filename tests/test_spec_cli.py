@@ -161,3 +161,34 @@ def test_a_misspelled_top_level_key_is_one_message_in_every_command(fixture: str
     out, err = capsys.readouterr()
     assert f"specs/{fixture}.yaml:2:1: " in err and "unknown key" in err and "did you mean 'env'?" in err
     assert "Traceback" not in err and "KeyError" not in err
+
+
+def test_a_ctrl_c_swallowed_by_a_weakref_callback_still_interrupts(monkeypatch, capsys):
+    """CPython swallows a KeyboardInterrupt raised in a weakref callback (as during an import: importlib's module
+    locks run one) and prints "Exception ignored"; main() delivers it again, so the command still stops with 130."""
+    import time
+    import weakref
+
+    import runner.cli.main as cli_main
+
+    def interrupted_in_a_callback(argv):
+        class Lock:
+            pass
+
+        def callback(_ref):
+            raise KeyboardInterrupt
+
+        lock = Lock()
+        ref = weakref.ref(lock, callback)
+        del lock  # the callback runs here and its interrupt is swallowed
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # where the interrupt lands again
+            pass
+        return 0 if ref is not None else 1
+
+    monkeypatch.setattr(cli_main, "main_inner", interrupted_in_a_callback)
+    hook = sys.unraisablehook
+    assert main([]) == 130
+    err = capsys.readouterr().err
+    assert err == "runner: interrupted\n", err
+    assert sys.unraisablehook is hook  # put back
