@@ -299,16 +299,6 @@ def same_episodes(ours: list, theirs: list) -> bool:
         for a, b in zip(ours, theirs, strict=True))
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(b) for b in text.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, e.g. 1,2,4; got {text!r}")
-    return sizes
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -317,6 +307,14 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [_positive(b) for b in text.split(",")]
+    except argparse.ArgumentTypeError:
+        message = f"expected positive integers separated by commas, e.g. 1,2,4; got {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def main() -> None:
