@@ -22,13 +22,13 @@ Meta-World's 500 steps (`--quick`: 90, and no lerobot-eval, which cannot shorten
    that over the bound. These two runs are not sampled for memory (see `measured`); a third run of full episodes
    is: peak memory of all its processes (summed PSS, shared pages split between the processes that
    map them, and summed RSS, which counts shared libraries once per process), sampled every 0.2 s.
-3. lerobot-eval with its defaults (videos on) at batch sizes 1 and 2 on the same episodes, sampled as runner's
+3. lerobot-eval with its defaults (videos on) at the same batch sizes on the same episodes, sampled as runner's
    third run: its eval_s (which does not count making its envs) and peak memory against that run's, and the
    per-episode results checked against runner's (sum_reward to a few ulps, as the parity tests).
 4. Memory per worker with 1 and with 10 episodes per worker (batch size 2, `--memory-steps` steps per episode).
 5. The memory floor both tools stand on: one process that imports torch and LeRobot, loads the policy (through
    runner's LeRobot adapter, which calls LeRobot's own loading code), makes the env and runs 101 closed-loop steps
-   (no video, no engine): its peak PSS, and each tool's peak at batch size 1 above it.
+   (no video, no engine): its peak PSS, and each tool's peak at batch size 1 above it (memory_floor.py: stage by stage).
 
 usage: .venv-lerobot/bin/python benchmarks/render_bound.py [--quick] [--policy default|small] [--batch-sizes 1,2,4]
 """
@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO / "tests" / "lerobot"))
 RENDER_ENV = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
 TASK, SEED = "metaworld-push-v3", 1000
 BIN = Path(sys.executable).parent
+HEAVY = {"numpy", "torch", "lerobot", "mujoco", "metaworld"}  # never imported by this process (see `measured`)
 
 
 # ── 1. the render bound ───────────────────────────────────────────────────────────────────────────────────
@@ -166,12 +167,9 @@ def render_loops(processes: int, threads: int | None, actions: list[Path], strid
             "cpu_ms_per_frame": 1000 * sum(p[1] for p in parts) / frames}
 
 
-def bound_at(processes: int, cpus: int, actions: list[Path], stride: int) -> tuple[float, str]:
+def bound_at(processes: int, cpus: int, share: int, actions: list[Path], stride: int) -> tuple[float, str]:
     """The render bound for `processes` at once: the best frames/s over llvmpipe's default thread count and each
-    process's share; with each measurement, as text."""
-    from runner.engine.plan import render_threads
-
-    share = render_threads(cpus, processes)
+    process's `share` of it; with each measurement, as text."""
     best, parts = 0.0, []
     for threads in (None,) if share == cpus else (None, share):
         r = render_loops(processes, threads, actions, stride)
@@ -228,7 +226,11 @@ def measured(argv: list[str], log: Path, sample: bool = True) -> dict[str, Any]:
     """Run a command; its wall time and, with `sample`, the peaks of its process tree's summed PSS and summed RSS,
     and each process's peak RSS with its role. A sample costs ~65 ms of CPU here (reading the smaps of a process
     that maps torch walks its page tables), a fifth of a core at one sample every 0.2 s plus its own time: runs
-    timed against the bound, whose loops are not sampled, are not sampled either."""
+    timed against the bound, whose loops are not sampled, are not sampled either. This process must not map what
+    the measured ones map (torch held here hid 184 of a LeRobot process's 884 MiB of PSS): it imports none of it."""
+    if sample and (held := sorted(HEAVY & sys.modules.keys())):
+        raise SystemExit(f"this process imported {', '.join(held)}: the pages it maps would be shared with the "
+                         f"measured processes and hidden from their PSS")
     peak_sum, peak_pss, peaks = 0, 0, {}
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -299,6 +301,17 @@ def same_episodes(ours: list, theirs: list) -> bool:
         for a, b in zip(ours, theirs, strict=True))
 
 
+def _prepare(out: str, kind: str, sizes: str) -> None:
+    """In a child process: write the workload's policy; print the CPU count and each batch size's llvmpipe share."""
+    from make_random_policy import build_random_act
+
+    from runner.engine.plan import cpu_count, render_threads
+
+    build_random_act(out, kind=kind)
+    cpus = cpu_count()
+    print(json.dumps({"cpus": cpus, "shares": {b: render_threads(cpus, int(b)) for b in sizes.split(",")}}))
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -329,25 +342,26 @@ def main() -> None:
                         help="steps of the short runs (steady state = difference); below the episodes' length")
     parser.add_argument("--memory-steps", type=_positive, default=50, help="steps of the memory-per-worker episodes")
     parser.add_argument("--floor", nargs=2, metavar=("POLICY", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", nargs=3, metavar=("OUT", "KIND", "SIZES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor:
         return _trajectory(args.floor[0], SEED, 101, args.floor[1])  # the floor, measured from outside
-    from make_random_policy import build_random_act
-
-    from runner.engine.plan import cpu_count
-
-    cpus = cpu_count()
+    if args.prepare:
+        return _prepare(*args.prepare)
     sizes = args.batch_sizes
     steps = 90 if args.quick else None
     if args.short >= (steps or 500):
         parser.error(f"--short {args.short} must be below the episodes' {steps or 500} steps")
     kind = "act-default" if args.policy == "default" else "act"
-    print(f"machine: {cpus} CPUs; workload: random-init ACT ({kind}) on {TASK}, 480x480 corner2 camera, videos "
-          f"on, {steps or 500}-step episodes", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        policy = build_random_act(tmp / "act", kind=kind)
+        policy = tmp / "act"
+        argv = [sys.executable, __file__, "--prepare", str(policy), kind, ",".join(map(str, sizes))]
+        prepared = json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True).stdout)
+        cpus, shares = prepared["cpus"], {int(b): t for b, t in prepared["shares"].items()}
+        print(f"machine: {cpus} CPUs; workload: random-init ACT ({kind}) on {TASK}, 480x480 corner2 camera, videos "
+              f"on, {steps or 500}-step episodes", flush=True)
         print(f"\n== render bound and runner, side by side for each batch size B (bound: B plain loops replaying the "
               f"workload's episodes, seeds {SEED}..: step + render the observation of every {args.stride}th step, no "
               f"policy, measured just before and just after runner's runs; runner: one episode per slot, steady "
@@ -355,15 +369,18 @@ def main() -> None:
         actions = trajectories(policy, [SEED + i for i in range(max(sizes))], steps, tmp, cpus)
         ours = {}
         for b in sizes:
-            before = bound_at(b, cpus, actions, args.stride)
+            before = bound_at(b, cpus, shares[b], actions, args.stride)
             short = runner_run(policy, tmp / f"runner_b{b}_short", b, b, args.short, sample=False)
             timed = runner_run(policy, tmp / f"runner_b{b}_timed", b, b, steps, sample=False)
-            after = bound_at(b, cpus, actions, args.stride)
+            after = bound_at(b, cpus, shares[b], actions, args.stride)
             r = ours[b] = runner_run(policy, tmp / f"runner_b{b}", b, b, steps)  # memory; lerobot-eval's yardstick
             bound = (before[0] + after[0]) / 2
             fps = (timed["frames"] - short["frames"]) / (timed["eval_s"] - short["eval_s"])
             start_up = timed["eval_s"] - timed["frames"] / fps
             chose = [line for line in r["log"].splitlines() if "rendering" in line or "chosen" in line]
+            if args.quick:
+                chose.append(f"(--quick: {steps}-step episodes are a smoke test; their steady state is too short "
+                             f"for a ratio to mean much)")
             print(f"  {b} process{'es' if b > 1 else ''}, frames/s before: {before[1]}; after: {after[1]}; bound "
                   f"{bound:.2f} (the best of each, averaged)", flush=True)
             print(f"  batch {b}: {fps:.2f} frames/s: {fps / bound:.2f} of the bound; {timed['frames']} frames in "
@@ -374,7 +391,7 @@ def main() -> None:
         theirs_by_batch = {}
         if not args.quick:
             print("\n== lerobot-eval (its defaults: videos on)", flush=True)
-            for b in (s for s in sizes if s <= 2):
+            for b in sizes:
                 theirs = theirs_by_batch[b] = lerobot_eval(policy, tmp / f"lerobot_b{b}", b)
                 same = same_episodes(ours[b]["episodes"], theirs["episodes"])
                 print(f"  batch {b}: eval_s {theirs['eval_s']:.1f} (runner {ours[b]['eval_s']:.1f}: "
