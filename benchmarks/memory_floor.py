@@ -30,14 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = Path(__file__).resolve().parent
+from render_bound import RENDER_ENV, REPO, SEED, _env, _positive, _pss_kib  # stdlib only at import
+
 VARIANTS = ("lerobot", "act-only", "env-only")
-
-
-def _pss_mib() -> float:
-    with open("/proc/self/smaps_rollup") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
 
 
 def _peak_rss_mib() -> float:
@@ -96,12 +91,10 @@ class _ActOnly:
 
 
 def _child(variant: str, policy_dir: str, steps: int, actions_out: str) -> None:
-    """Import, load and step; one JSON line per stage on stdout."""
-    sys.path.insert(0, str(REPO))
-    sys.path.insert(0, str(BENCHMARKS))
+    """Import, load and step; one JSON line per stage on stdout, then the peak RSS."""
 
     def mark(stage: str) -> None:
-        print(json.dumps({"stage": stage, "pss_mib": round(_pss_mib(), 1)}), flush=True)
+        print(json.dumps({"stage": stage, "pss_mib": round(_pss_kib(os.getpid()) / 1024, 1)}), flush=True)
 
     mark("python")
     import numpy as np
@@ -111,8 +104,6 @@ def _child(variant: str, policy_dir: str, steps: int, actions_out: str) -> None:
     import metaworld  # noqa: F401
     import mujoco  # noqa: F401
     mark("MuJoCo + Meta-World")
-    from render_bound import SEED, _env
-
     from runner.policies.base import EpisodeStart
     from runner.spec import load_spec
 
@@ -157,15 +148,8 @@ def _child(variant: str, policy_dir: str, steps: int, actions_out: str) -> None:
         observation, *_ = env.step(action)
     mark(f"{steps} steps")
     np.save(actions_out, np.stack(actions))
-    print(json.dumps({"stage": "peak RSS (VmHWM)", "pss_mib": round(_peak_rss_mib(), 1)}), flush=True)
+    print(json.dumps({"peak_rss_mib": round(_peak_rss_mib(), 1)}), flush=True)
     env.close()
-
-
-def _positive(text: str) -> int:
-    value = int(text) if text.isdigit() else 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def main() -> int:
@@ -178,7 +162,6 @@ def main() -> int:
         variant, policy_dir, steps, out = args.child
         _child(variant, policy_dir, int(steps), out)
         return 0
-    env = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         policy = tmp / "act"
@@ -190,20 +173,21 @@ def main() -> int:
         for variant in VARIANTS:
             argv = [sys.executable, __file__, "--child", variant, str(policy), str(args.steps),
                     str(tmp / f"{variant}.npy")]
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **env}, check=False)
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **RENDER_ENV, "HF_HUB_OFFLINE": "1"}, check=False)
             if proc.returncode:
                 print(f"{variant}: failed (exit {proc.returncode}); its traceback is above", file=sys.stderr)
                 return 1
             print(f"\n== {variant}")
             previous = 0.0
             for line in proc.stdout.splitlines():
-                if not line.startswith('{"stage"'):  # LeRobot's own prints
+                if not line.startswith("{"):  # LeRobot's own prints
                     continue
                 row = json.loads(line)
-                pss = row["pss_mib"]
-                delta = "" if row["stage"].startswith("peak") else f" ({pss - previous:+.0f})"
-                print(f"  {row['stage']:40s} {pss:6.0f}{delta}")
-                previous = pss if not row["stage"].startswith("peak") else previous
+                if "peak_rss_mib" in row:
+                    print(f"  {'peak RSS (VmHWM)':40s} {row['peak_rss_mib']:6.0f}")
+                    continue
+                print(f"  {row['stage']:40s} {row['pss_mib']:6.0f} ({row['pss_mib'] - previous:+.0f})")
+                previous = row["pss_mib"]
             last[variant] = previous
         import numpy as np
 
