@@ -22,7 +22,8 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -133,6 +134,10 @@ class PolicyType:
     check: Callable[[Mapping[str, Any], Mapping[str, Any], EnvFamily], list[tuple[tuple, str, str | None]]] | None = \
         None
     user_code: bool = False  # it runs the user's own code (which an image gets only through install.code or pip)
+    # "module:function" of its cheap checks, preflight(policy: PolicySpec) -> dict | None: installed, options, a hub
+    # id or a policy server reachable, within seconds and before any simulator; returns what it learnt of the
+    # policy's identity (a server's own account) for the run's provenance. None: nothing to check early.
+    preflight: str | None = None
 
 
 # ── the registry ──────────────────────────────────────────────────────────────────────────────────────
@@ -203,5 +208,47 @@ def runtime(kind: str, name: str) -> Any:
     return load(kind, name, descriptor(kind, name).runtime)
 
 
+def hook_problems(cls: type, base: type, required: Sequence[str] = ()) -> list[str]:
+    """How `cls` fails the hooks of `base` it subclasses: a required hook it leaves undefined, or a hook whose
+    parameters cannot take the base's call (other names, a missing parameter, keyword-only vs positional)."""
+    out = []
+    for hook, default in vars(base).items():
+        if hook.startswith("_") or not callable(default):
+            continue
+        impl = inspect.getattr_static(cls, hook)
+        if impl is default:
+            if hook in required:
+                out.append(f"{hook}() is not defined")
+            continue
+        if not callable(impl):
+            out.append(f"{hook} is not a method")
+            continue
+        try:
+            want, got = inspect.signature(default), inspect.signature(impl)
+        except (TypeError, ValueError):  # a builtin or an extension's method: nothing to compare
+            continue
+        positional = [p.name for p in want.parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        keywords = {p.name: None for p in want.parameters.values() if p.kind is p.KEYWORD_ONLY}
+        try:
+            got.bind(*positional, **keywords)
+        except TypeError as exc:
+            out.append(f"{hook}{got} cannot be called as {hook}{want} ({exc})")
+    return out
+
+
+def checked_class(kind: str, name: str, cls: Any, base: type, required: Sequence[str] = ()) -> type:
+    """`cls` when it subclasses `base` with compatible hooks; ConfigError naming the type and what is wrong."""
+    where = f"{kind} type {name!r} ({descriptor(kind, name).runtime})"
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        what = cls.__name__ if isinstance(cls, type) else type(cls).__name__
+        raise ConfigError(f"{where}: {what} is not a subclass of {base.__module__}.{base.__qualname__}")
+    problems = hook_problems(cls, base, required)
+    if problems:
+        raise ConfigError(f"{where}: {cls.__qualname__}: " + "; ".join(problems))
+    return cls
+
+
 __all__ = ["BUILTIN_ENVS", "BUILTIN_POLICIES", "ENV_GROUP", "POLICY_GROUP", "EnvFamily", "Needs", "PolicyType",
-           "descriptor", "env_family", "import_target", "names", "policy_type", "registered", "runtime"]
+           "checked_class", "descriptor", "env_family", "hook_problems", "import_target", "names", "policy_type",
+           "registered", "runtime"]

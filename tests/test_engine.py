@@ -12,6 +12,7 @@ import yaml
 from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
 from runner.engine.plan import render_threads
 from runner.errors import ConfigError, EvaluationError
+from runner.policies.base import Policy
 from runner.results import read_ledger, validate_outputs
 from runner.results.coverage import Plan
 from runner.spec import load_spec
@@ -320,7 +321,7 @@ class _Slot:
         self.sent.append(command)
 
 
-class _Policy:
+class _Policy(Policy):
     def __init__(self) -> None:
         self.calls = 0
 

@@ -26,6 +26,7 @@ requires-python = ">=3.11"
 
 [project.entry-points."runner.envs"]
 toy = "runner_toy:FAMILY"
+toy-wrong = "runner_toy:WRONG"
 
 [project.entry-points."runner.policies"]
 toy-oracle = "runner_toy:ORACLE"
@@ -44,7 +45,9 @@ FAMILY = EnvFamily(
     items={"line": 1, "lines": 2},
     item_hint="tasks: line, lines",
 )
-ORACLE = PolicyType(name="toy-oracle", runtime="runner_toy.policy:make", summary="Always step right", envs=("toy",))
+WRONG = EnvFamily(name="toy-wrong", runtime="runner_toy.adapter:WrongAdapter", summary="A hook with other parameters",
+                  items={"line": 1})
+ORACLE = PolicyType(name="toy-oracle", runtime="runner_toy.policy:make", summary="Always step right", envs=("toy", "toy-wrong"))
 '''
 
 ADAPTER = '''\
@@ -53,17 +56,14 @@ from typing import ClassVar
 import gymnasium as gym
 import numpy as np
 
-from runner.envs.base import TaskEnv, select_task_ids, unique_groups
+from runner.envs.base import EnvAdapter, TaskEnv, select_task_ids, unique_groups
 from runner.tasks import TaskRef
 
 NAMES = {"line": ("line",), "lines": ("short-line", "long-line")}
 
 
-class ToyAdapter:
+class ToyAdapter(EnvAdapter):
     name: ClassVar[str] = "toy"
-
-    def check(self):
-        pass
 
     def tasks(self, env):
         return [TaskRef(group, i, name, f"walk the {name}") for group in unique_groups(env.tasks)
@@ -74,6 +74,13 @@ class ToyAdapter:
 
     def make(self, task, env, *, obs_keys, video):
         return LineEnv(task, int(env.kwargs.get("goal", 5)))
+
+
+class WrongAdapter(ToyAdapter):
+    name: ClassVar[str] = "toy-wrong"
+
+    def make(self, task, env):  # the engine passes obs_keys and video too
+        return LineEnv(task, 5)
 
 
 class LineEnv(TaskEnv):
@@ -101,10 +108,10 @@ class LineEnv(TaskEnv):
 POLICY = '''\
 import numpy as np
 
-from runner.policies.base import PerEnvBatch
+from runner.policies.base import PerEnvBatch, PerEnvPolicy
 
 
-class StepRight:
+class StepRight(PerEnvPolicy):
     def reset(self, start):
         pass
 
@@ -162,6 +169,18 @@ def test_a_plugin_family_and_policy_type_are_validated_listed_and_evaluated(venv
     assert "specs/bad.yaml:5:12: env.kwargs.gaol: unknown key (known keys: goal); did you mean 'goal'?" in lines
     assert any(line.startswith("specs/bad.yaml:7:9: policy.type: \"toy-oracel\" is not one of:") and
                line.endswith("did you mean 'toy-oracle'?") for line in lines), lines
+
+
+def test_a_plugin_adapter_whose_hook_has_other_parameters_is_refused_with_its_name(venv, tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "wrong.yaml").write_text(
+        "name: wrong\nenv: {type: toy-wrong, task: line}\npolicy: {type: toy-oracle}\n"
+        "eval: {n_episodes: 1, videos: 0}\nci: {enabled: false}\n")
+    run = runner(venv, tmp_path, "run", "specs/wrong.yaml", "--output-dir", "out", "--no-progress")
+    assert run.returncode == 2 and run.stderr.startswith(
+        "runner: error: env type 'toy-wrong' (runner_toy.adapter:WrongAdapter): WrongAdapter: make(self, task, env) "
+        "cannot be called as make(self, task: 'TaskRef', env: 'EnvSpec', *, obs_keys"), run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "out").exists()
 
 
 def test_a_plugin_cannot_take_a_builtin_name(venv, tmp_path):

@@ -94,3 +94,94 @@ def test_kwargs_schemas_are_json():
         json.dumps(dict(env_family(name).kwargs_schema))
     for name in POLICIES:
         json.dumps(dict(policy_type(name).kwargs_schema))
+
+
+# ── adapter hooks: base classes with defaults, checked when a family or policy class is first used ──────────
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_every_env_adapter_subclasses_the_base_with_compatible_hooks(name):
+    from runner.envs import adapter_class
+    from runner.envs.base import EnvAdapter
+
+    assert issubclass(adapter_class(name), EnvAdapter)
+
+
+def test_every_builtin_policy_class_subclasses_the_base_with_compatible_hooks():
+    from runner.adapters import hook_problems
+    from runner.policies.base import PerEnvBatch, PerEnvPolicy, Policy
+    from runner.policies.lerobot.policy import LeRobotPolicy
+    from runner.policies.python.policy import UserBatched, UserPerEnv
+    from runner.policies.random.policy import RandomPolicy
+    from runner.policies.remote.policy import RemotePolicy
+    from runner.policies.scripted.policy import ScriptedExpert
+
+    for cls in (LeRobotPolicy, UserBatched, PerEnvBatch):
+        assert issubclass(cls, Policy) and hook_problems(cls, Policy, ("reset", "select_action")) == [], cls
+    for cls in (RandomPolicy, RemotePolicy, ScriptedExpert, UserPerEnv):
+        assert issubclass(cls, PerEnvPolicy) and hook_problems(cls, PerEnvPolicy, ("reset", "act")) == [], cls
+
+
+def test_a_hook_with_other_parameters_is_named():
+    from runner.adapters import hook_problems
+    from runner.envs.base import REQUIRED_HOOKS, EnvAdapter
+
+    class Wrong(EnvAdapter):
+        def tasks(self, env):
+            return []
+
+        def max_steps(self, task, env):
+            return 1
+
+        def make(self, task, env):  # obs_keys and video missing
+            raise AssertionError
+
+        def needs_gl(self, env, *, obs_keys, video):  # keyword-only where the engine passes them by position
+            return False
+
+    problems = hook_problems(Wrong, EnvAdapter, REQUIRED_HOOKS)
+    assert [p.split("(")[0] for p in problems] == ["needs_gl", "make"], problems
+    assert "cannot be called as make(self, task: 'TaskRef', env: 'EnvSpec', *, obs_keys" in problems[1]
+
+    class Lacking(EnvAdapter):
+        def tasks(self, env):
+            return []
+
+    assert hook_problems(Lacking, EnvAdapter, REQUIRED_HOOKS) == ["max_steps() is not defined", "make() is not defined"]
+
+
+def test_a_plugin_adapter_that_is_not_a_subclass_is_refused_with_its_name(monkeypatch):
+    from runner import adapters
+    from runner.envs import adapter_class
+
+    class Duck:
+        name = "duck"
+
+    monkeypatch.setattr(adapters, "registered", lambda kind: {**BUILTIN_ENVS, "duck": "duck_plugin:FAMILY"}
+                        if kind == "env" else dict(BUILTIN_POLICIES))
+    monkeypatch.setattr(adapters, "load", lambda kind, name, target: EnvFamily("duck", "duck_plugin:Duck")
+                        if target == "duck_plugin:FAMILY" else Duck)
+    adapters.descriptor.cache_clear()
+    adapter_class.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"^env type 'duck' \(duck_plugin:Duck\): Duck is not a subclass of "
+                                              r"runner\.envs\.base\.EnvAdapter$"):
+            adapter_class("duck")
+    finally:
+        adapters.descriptor.cache_clear()
+        adapter_class.cache_clear()
+
+
+def test_a_policy_make_that_returns_something_else_is_refused():
+    from runner.policies import policy_class
+    from runner.policies.base import make_per_env
+
+    class Duck:
+        def select_action(self, observation, task_texts, slots):
+            raise AssertionError
+
+    with pytest.raises(ConfigError, match=r"^policy type 'random' \(runner\.policies\.random\.policy:make\): Duck is "
+                                          r"not a subclass of runner\.policies\.base\.Policy$"):
+        policy_class("random", Duck)
+    with pytest.raises(ConfigError, match=r"^per-env policy .*Duck: not a subclass of runner\.policies\.base\.PerEnvPolicy"):
+        make_per_env(Duck)

@@ -15,7 +15,7 @@ import yaml
 from conftest import SEED, TASKS, N, full_records, record, run_file, write_dir
 
 from runner.cli.main import main
-from runner.engine.evaluation import run_identity
+from runner.spec.derived import run_identity
 from runner.envs import get_adapter
 from runner.results import Shard, read_run_file
 from runner.results.coverage import Plan, cover, video_relpath

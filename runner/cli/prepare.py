@@ -41,10 +41,6 @@ def run(args: argparse.Namespace) -> int:
 
     for spec in load_specs(spec_paths(args.specs), args.overrides):
         adapter = get_adapter(spec.env.type)
-        prepare = getattr(adapter, "prepare", None)
-        if prepare is None:
+        if not adapter.prepare(spec.env, assets_from=args.assets_from, copy=args.copy, say=say):
             say(f"{spec.name}: nothing to prepare for env type {spec.env.type!r} (its package ships what it needs)")
-            continue
-        say(f"{spec.name}: preparing {spec.env.type}")
-        prepare(spec.env, assets_from=args.assets_from, copy=args.copy, say=say)
     return 0

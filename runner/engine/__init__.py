@@ -5,8 +5,8 @@ Talks to simulators only through `runner.envs` adapters and to policies only thr
 adapters; writes results through `runner.results`.
 """
 
-from runner.engine.evaluation import EvalResult, RunOptions, default_episode_timeout, evaluate, run_identity
+from runner.engine.evaluation import EvalResult, RunOptions, default_episode_timeout, evaluate
 from runner.engine.plan import BatchChoice, EpisodeJob, auto_batch_size, make_plan
 
 __all__ = ["BatchChoice", "EpisodeJob", "EvalResult", "RunOptions", "auto_batch_size", "default_episode_timeout", "evaluate",
-           "make_plan", "run_identity"]
+           "make_plan"]

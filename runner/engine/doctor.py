@@ -4,15 +4,12 @@ The checks, in order; a check whose ground is missing is skipped, so only the ca
 
   python     this interpreter against the spec's install.python (a note, never a failure)
   packages   the distributions the spec's install plan brings (extras, pins) are installed, at the pinned version
-  simulator  the env adapter's own check (its packages import)
-  tasks      the tasks the spec names exist (e.g. the Gym id is registered)
-  assets     the adapter's preflight (e.g. LIBERO's assets)
-  policy     the policy's preflight (installed, hub id or policy server reachable within seconds), then it loads
-  rendering  offscreen OpenGL works, when the run renders (one frame in a throwaway process)
+  simulator, policy, assets, tasks, load, rendering
+             the pre-run steps every run takes (runner.engine.preflight), each reported
   episode    one env built, reset, the policy asked for one action, one step (and one video frame)
 
-`runner run` runs the cheap part itself (simulator, policy preflight, assets, rendering) before it writes
-anything, and stops at the first failure with the same message.
+`runner run` runs the same pre-run steps before it writes anything, and stops at the first failure with the
+same message.
 """
 
 from __future__ import annotations
@@ -31,9 +28,11 @@ from runner.errors import ConfigError, PolicyUnavailable, RunnerError
 from runner.install.needs import distributions
 from runner.install.plan import InstallPlan, python_tuple
 from runner.spec import Spec
-from runner.text import visible
 
 OK, FAIL, NOTE, SKIP = "ok", "FAIL", "note", "skip"
+# The pre-run steps each check builds on (a check whose ground failed is skipped).
+GROUND = {"simulator": (), "policy": (), "assets": ("simulator",), "tasks": ("simulator",), "load": ("policy",),
+          "rendering": ("simulator",), "episode": ("tasks", "assets", "load", "rendering")}
 
 
 @dataclass(frozen=True)
@@ -50,98 +49,47 @@ class Check:
 
 def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
     """Every check, in order (see the module docstring); stops early only where later checks have no ground."""
-    from runner.engine.evaluation import apply_environment
+    from runner.engine.preflight import Preflight
 
-    apply_environment(spec)
+    preflight = Preflight(spec)
     plan = InstallPlan.of(spec)
-    install = f"runner install {spec.source or spec.name}"
+    source = spec.source or spec.name
+    install = f"runner install {source}"
     yield _python(plan)
     absent: list[str] = []
     yield _packages(plan, install, absent)
     env_needs, policy_needs = distributions(spec)
-
-    from runner.envs import get_adapter
-
-    adapter = None
-    if _lacking(env_needs, absent):
-        yield Check("simulator", SKIP, f"needs {', '.join(_lacking(env_needs, absent))} (packages)")
-    else:
-        simulator = _attempt("simulator", lambda: get_adapter(spec.env.type).check() or f"{spec.env.type} imports",
-                             install)
-        yield simulator
-        if not simulator.failed:
-            adapter = get_adapter(spec.env.type)
-    tasks: list[Any] = []
-    if adapter is None:
-        yield Check("tasks", SKIP, "needs the simulator")
-    else:
-        def list_tasks() -> str:
-            tasks.extend(adapter.tasks(spec.env))
-            names = ", ".join(t.name for t in tasks[:3]) + (" ..." if len(tasks) > 3 else "")
-            return f"{len(tasks)} task(s): {visible(names, 90)}"
-        yield _attempt("tasks", list_tasks, "check env.task (`runner list` shows the tasks)")
-    preflight = getattr(adapter, "preflight", None)
-    if adapter is None or not tasks:
-        yield Check("assets", SKIP, "needs the tasks")
-    elif preflight is None:
-        yield Check("assets", OK, f"{spec.env.type} needs no data of its own")
-    else:
-        assets = _attempt("assets", lambda: preflight(spec.env) or "present",
-                          f"runner prepare {spec.source or spec.name}")
-        yield assets
-        if assets.failed:
-            tasks.clear()
-
-    from runner.policies import make_policy, preflight_policy
-
-    policy = None
-    served: dict[str, Any] = {}  # what a policy server says it serves
-
-    def preflight_and_describe() -> str:
-        served.update(preflight_policy(spec.policy))
-        return _describe_policy(spec, served)
-
-    if _lacking(policy_needs, absent):
-        loaded = Check("policy", SKIP, f"needs {', '.join(_lacking(policy_needs, absent))} (packages)")
-    else:
-        loaded = _attempt("policy", preflight_and_describe, _policy_fix(install))
-    if loaded.status == OK:
-        holder: list[Any] = []
-        loaded = _attempt("policy", lambda: holder.append(make_policy(spec.policy, spec.env))
-                          or _describe_policy(spec, served), "check policy.path and policy.kwargs")
-        policy = holder[0] if holder else None
-    yield loaded
+    fixes: dict[str, str | Callable[[BaseException], str]] = {
+        "simulator": install, "policy": _policy_fix(install), "assets": f"runner prepare {source}",
+        "tasks": "check env.task (`runner list` shows the tasks)", "load": "check policy.path and policy.kwargs",
+        "rendering": "",  # the message says how
+    }
+    lacking = {"simulator": _lacking(env_needs, absent), "policy": _lacking(policy_needs, absent)}
+    passed: set[str] = set()
     try:
-        keys = None if policy is None or policy.observation_keys is None else frozenset(policy.observation_keys)
-        needs_gl = getattr(adapter, "needs_gl", None)
-        rendering = Check("rendering", OK, "this run renders nothing")
-        if adapter is None:
-            rendering = Check("rendering", SKIP, "needs the simulator")
-        elif needs_gl is not None and needs_gl(spec.env, keys, spec.eval.videos > 0):
-            from runner.envs.gl import FIX, gl_renderer, is_software, probe_offscreen_gl
-
-            problem = probe_offscreen_gl()
-            if problem:
-                rendering = Check("rendering", FAIL, problem, FIX)
-            else:
-                name = gl_renderer()
-                kind = "software rendering on the CPU" if is_software(name) else "hardware rendering"
-                rendering = Check("rendering", OK, f"offscreen OpenGL works: {name} ({kind})")
-        yield rendering
+        for name, step in preflight.steps().items():
+            if lacking.get(name):
+                yield Check(name, SKIP, f"needs {', '.join(lacking[name])} (packages)")
+                continue
+            ground = [g for g in GROUND[name] if g not in passed]
+            if ground:
+                yield Check(name, SKIP, f"needs the {' and the '.join(ground)} check")
+                continue
+            check = _attempt(name, step, fixes[name])
+            if not check.failed:
+                passed.add(name)
+            yield check
         if not episode:
             return
-        if not tasks or policy is None or rendering.failed:
-            yield Check("episode", SKIP, "needs the tasks, their assets, the policy and rendering")
+        ground = [g for g in GROUND["episode"] if g not in passed]
+        if ground:
+            yield Check("episode", SKIP, f"needs the {', '.join(ground)} check(s)")
         else:
-            yield _attempt("episode", lambda: _one_step(spec, adapter, tasks[0], policy, keys),
+            yield _attempt("episode", lambda: _one_step(spec, preflight),
                            lambda exc: "correct the spec: the message names what" if isinstance(exc, ConfigError)
                            else "the message is the simulator's or the policy's own")
     finally:
-        if policy is not None:
-            try:
-                policy.close()
-            except Exception:  # the policy's clean-up never hides the report
-                pass
+        preflight.close()
 
 
 def _python(plan: InstallPlan) -> Check:
@@ -213,22 +161,16 @@ def _policy_fix(install: str) -> Callable[[BaseException], str]:
     return fix
 
 
-def _describe_policy(spec: Spec, served: dict[str, Any] | None = None) -> str:
-    """The policy, and what its server (a remote policy's) says it serves."""
-    text = f"{spec.policy.type}" + (f" {spec.policy.path}" if spec.policy.path else "")
-    text += f" at {spec.policy.url}" if spec.policy.url else ""
-    parts = [str(served[k]) for k in ("server", "server_type", "server_path") if served and k in served]
-    return text + (f" (serving: {' '.join(parts)})" if parts else "")
-
-
-def _one_step(spec: Spec, adapter: Any, task: Any, policy: Any, keys: frozenset[str] | None) -> str:
+def _one_step(spec: Spec, preflight: Any) -> str:
     """Build one env, reset it, ask the policy for one action (checked as in a run), step, render a frame."""
     from runner.engine.actions import ActionSpec, check_batch
+    from runner.engine.preflight import observation_keys
     from runner.policies.base import EpisodeStart, stack_observations
 
     start = time.perf_counter()
     videos = spec.eval.videos > 0
-    env = adapter.make(task, spec.env, obs_keys=keys, video=videos)
+    task, policy = preflight.tasks[0], preflight.policy
+    env = preflight.adapter.make(task, spec.env, obs_keys=observation_keys(policy), video=videos)
     try:
         observation, _ = env.reset(seed=spec.eval.seed, options={"episode_index": 0})
         space = env.action_space

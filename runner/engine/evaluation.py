@@ -4,8 +4,9 @@ Seeds: episode k of every task is reset with seed `eval.seed + k`, and seeded po
 same seed, so each episode's result is the same whatever the batch size, the number of workers, the
 slot that ran it, the order episodes finished in, the shard or the session (see runner.engine.plan).
 
-Order of work, so that bad input never costs data: the adapter's `check()` and `preflight(env)`, the task
-list and the output directory's state are checked, and the policy is built, before anything is written;
+Order of work, so that bad input never costs data: the pre-run checks (runner.engine.preflight: simulator, policy,
+assets, tasks), then the output directory's state, then the policy is built and rendering checked, all before
+anything is written;
 then the directory's life is runner.results.rundir's (lock, run.json, ledger, resume under the ledger rules,
 outputs; "complete" only when every planned episode has a record). A failure, Ctrl-C or SIGTERM leaves
 every finished episode in the ledger and run.json "failed" or "interrupted"; the same command resumes.
@@ -29,20 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.adapters import policy_type
 from runner.engine.assign import SCHEDULES
 from runner.engine.plan import EpisodeJob, auto_batch_size, cpu_count, make_plan, render_threads
 from runner.engine.pool import close_slots, open_slots
+from runner.engine.preflight import BUILD, CHECKS, Preflight
 from runner.engine.scheduler import Scheduler, TraceEvent
 from runner.engine.signals import STOP_GRACE_S, stop_on_signals
 from runner.engine.worker import EpisodeResult, WorkerConfig
-from runner.envs import get_adapter
-from runner.envs.gl import is_software, require_offscreen_gl
 from runner.errors import ConfigError, Interrupted
-from runner.policies import make_policy, preflight_policy
 from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
+from runner.spec.derived import policy_label, run_identity
 from runner.spec.model import thaw
 
 DEFAULT_TIMEOUT_BASE_S = 300.0
@@ -120,71 +119,27 @@ class EvalResult:
         return [r for r in self.records if not r.ok]
 
 
-def policy_label(spec: Spec) -> str:
-    """How metrics.json names the policy: its path when its type takes one (lerobot, python), its server's URL
-    (remote), else its type."""
-    kind = policy_type(spec.policy.type)
-    if kind.path and spec.policy.path:
-        return spec.policy.path
-    if kind.url and spec.policy.url:
-        return spec.policy.url
-    return spec.policy.type
-
-
-def run_identity(spec: Spec) -> dict[str, Any]:
-    """The spec fields that decide the results (hashed into run.json; see runner.results.runfile)."""
-    policy = thaw(spec.policy)
-    if policy.get("url") is None:  # a field newer than most run files: hashed only when set
-        policy.pop("url", None)
-    return {
-        "env": thaw(spec.env),
-        "policy": policy,
-        "eval": {"n_episodes": spec.eval.n_episodes, "seed": spec.eval.seed, "videos": spec.eval.videos},
-    }
-
-
-def apply_environment(spec: Spec) -> None:
-    """The spec's `install.env` (e.g. MUJOCO_GL=egl) in this process, unless already set, before any simulator
-    loads; workers get the same through WorkerConfig.environ."""
-    for key, value in spec.install.env.items():
-        os.environ.setdefault(key, str(value))
-
-
 def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> EvalResult:
     """Run every episode of the spec's plan (or shard) not yet in `out_dir`, and write the outputs there."""
-    apply_environment(spec)
     schedule = options.schedule or spec.eval.schedule
-    adapter = get_adapter(spec.env.type)
-    adapter.check()
-    # e.g. LeRobot installed, a hub id reachable, a policy server answering: seconds, before any simulator
-    served = preflight_policy(spec.policy)
-    preflight = getattr(adapter, "preflight", None)
-    if preflight is not None:
-        preflight(spec.env)  # e.g. LIBERO's assets: fail before any output exists
-    tasks = adapter.tasks(spec.env)
+    preflight = Preflight(spec)
+    preflight.run(only=CHECKS)
     labels = {"env": spec.env.type, "task": spec.env.task, "policy": policy_label(spec)}
-    run_file = RunFile(spec.name, run_identity(spec), tuple(tasks), spec.eval.n_episodes, labels, options.shard,
-                       options.invocation, provenance=provenance.collect(thaw(spec.policy), served))
-    jobs = make_plan(run_file.plan, lambda t: adapter.max_steps(t, spec.env), options.shard)
+    run_file = RunFile(spec.name, run_identity(spec), preflight.tasks, spec.eval.n_episodes, labels, options.shard,
+                       options.invocation, provenance=provenance.collect(spec, preflight.served))
+    jobs = make_plan(run_file.plan, lambda t: preflight.adapter.max_steps(t, spec.env), options.shard)
     run_dir = RunDir(Path(out_dir), run_file, fresh=options.fresh_dir)
     run_dir.inspect(options.resume)  # refuse another run's directory now, before the policy loads
-
-    policy = make_policy(spec.policy, spec.env)
+    prepared = preflight.run(only=BUILD)
+    policy = prepared.policy
     try:
         per_env = policy.per_env() if options.policy_in_workers is not False else None
-        keys = policy.observation_keys
-        obs_keys = None if keys is None else frozenset(keys)
         videos = spec.eval.videos > 0
-        needs_gl = getattr(adapter, "needs_gl", None)
-        rendering = None  # None (nothing rendered), "software" or "hardware"
-        if needs_gl is not None and needs_gl(spec.env, obs_keys, videos):
-            # before anything is written: a missing GL platform fails every episode
-            rendering = "software" if is_software(require_offscreen_gl()) else "hardware"
         requested = options.batch_size if options.batch_size is not None else spec.eval.batch_size
         choice = None
         if not requested:
             choice = auto_batch_size(len(jobs), policy_in_workers=per_env is not None, cpus=options.cpus,
-                                     rendering=rendering)
+                                     rendering=prepared.rendering)
             requested = choice.size
         # Decided on the whole plan, not on what is left: a resumed run keeps its worker processes (and crash
         # isolation) even when a single episode remains.
@@ -192,18 +147,18 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
         config = WorkerConfig(
             env_type=spec.env.type,
             env=thaw(spec.env),
-            obs_keys=obs_keys,
+            obs_keys=prepared.obs_keys,
             policy_factory=per_env,
             out_dir="",  # set below: the directory is known once it is open
             videos=videos,
             environ={k: str(v) for k, v in spec.install.env.items()},
         )
-        preload = (*getattr(adapter, "preload", ()), *(getattr(policy, "preload", ()) if per_env else ()))
+        preload = (*prepared.adapter.preload, *(policy.preload if per_env else ()))
         with run_dir.open(options.resume) as session:
             todo = [job for job in jobs if job.key not in session.done]
             batch_size = max(1, min(requested, len(todo)))
             threads = None
-            if processes and rendering == "software" and batch_size > 1:
+            if processes and prepared.rendering == "software" and batch_size > 1:
                 share = str(render_threads(options.cpus or cpu_count(), batch_size))
                 # the spec's install.env, then this process's own environment, win over the share
                 threads = config.environ.get("LP_NUM_THREADS") or os.environ.get("LP_NUM_THREADS") or share
@@ -219,8 +174,8 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     return EvalResult(run_dir.path, eval_info, metrics, session.all_records, run.eval_s, batch_size, processes,
                       per_env is not None, run.trace, run.cpu_s, run.worker_cpu_s, resumed=len(jobs) - len(todo),
                       ran=len(session.records), workers_replaced=run.workers_replaced, shard=options.shard,
-                      run_file=session.run, batch_reason=choice.reason if choice else None, rendering=rendering,
-                      render_threads=threads)
+                      run_file=session.run, batch_reason=choice.reason if choice else None,
+                      rendering=prepared.rendering, render_threads=threads)
 
 
 @dataclass

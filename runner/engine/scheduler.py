@@ -377,11 +377,8 @@ class Scheduler:
 
     def _queued(self, state: SlotState, name: str) -> np.ndarray | None:
         """The actions the policy has decided ahead for the slot (`take_queued`), checked; None when none."""
-        take = getattr(self.policy, "take_queued", None)
-        if take is None:
-            return None
         job = state.job
-        ahead = self._call_policy("take_queued", lambda: take(state.slot.index), job)
+        ahead = self._call_policy("take_queued", lambda: self.policy.take_queued(state.slot.index), job)
         if ahead is None:
             return None
         array = as_array(ahead)

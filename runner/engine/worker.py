@@ -126,13 +126,14 @@ class EpisodeRunner:
     def __init__(self, config: WorkerConfig, slot: int, should_stop: Callable[[], bool] | None = None, *,
                  in_worker: bool = False) -> None:
         from runner.envs import get_adapter
+        from runner.policies.base import make_per_env
         from runner.spec.model import EnvSpec, build
 
         self.config = config
         self.slot = slot
         self.adapter = get_adapter(config.env_type)
         self.env_spec = build(EnvSpec, config.env)
-        self.policy = config.policy_factory() if config.policy_factory is not None else None
+        self.policy = make_per_env(config.policy_factory) if config.policy_factory is not None else None
         self.should_stop = should_stop
         # What user code may raise that is not an Exception but must not end this process either.
         self.user_aborts: tuple[type[BaseException], ...] = (SystemExit, KeyboardInterrupt) if in_worker else (
@@ -226,10 +227,9 @@ class EpisodeRunner:
     def close(self) -> None:
         self._abandon()
         self._close_env()
-        close = getattr(self.policy, "close", None)
-        if close is not None:  # e.g. a remote policy's connection; opened again by the next episode
+        if self.policy is not None:  # e.g. a remote policy's connection; opened again by the next episode
             with contextlib.suppress(Exception):
-                close()
+                self.policy.close()
 
     def _run_locally(self, job: EpisodeJob, observation: Any) -> tuple[str, Any]:
         from runner.policies.base import EpisodeStart
@@ -265,10 +265,8 @@ class EpisodeRunner:
     def _episode_end(self, success: bool) -> None:
         """The per-env policy's optional `episode_end(success)` (a remote policy tells its server): a notification
         after the result is known, so its failure never changes or loses the episode."""
-        end = getattr(self.policy, "episode_end", None)
-        if end is not None:
-            with contextlib.suppress(Exception):
-                end(success)
+        with contextlib.suppress(Exception):
+            self.policy.episode_end(success)
 
     def _finish(self) -> EpisodeResult:
         assert self.job is not None

@@ -6,14 +6,24 @@ simulator.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from runner.adapters import runtime
+from runner.adapters import checked_class, runtime
+
+
+@functools.cache
+def adapter_class(env_type: str) -> Any:
+    """The `EnvAdapter` subclass registered for `env.type`, its hooks checked against the base class; ConfigError
+    for an unknown type (with a did-you-mean), a missing plugin, or an adapter that is not a compatible subclass."""
+    from runner.envs.base import REQUIRED_HOOKS, EnvAdapter
+
+    return checked_class("env", env_type, runtime("env", env_type), EnvAdapter, REQUIRED_HOOKS)
 
 
 def get_adapter(env_type: str) -> Any:
-    """The adapter for `env.type`; ConfigError for an unknown type (with a did-you-mean) or a missing plugin."""
-    return runtime("env", env_type)()
+    """An adapter for `env.type` (see `adapter_class`)."""
+    return adapter_class(env_type)()
 
 
 def __getattr__(name: str) -> Any:  # the protocol's names, imported when asked for (they need gymnasium)
@@ -24,4 +34,4 @@ def __getattr__(name: str) -> Any:  # the protocol's names, imported when asked 
     raise AttributeError(name)
 
 
-__all__ = ["AGENT_POS", "ENV_STATE", "OBSERVATION_KEYS", "PIXELS", "EnvAdapter", "TaskEnv", "get_adapter"]
+__all__ = ["AGENT_POS", "ENV_STATE", "OBSERVATION_KEYS", "PIXELS", "EnvAdapter", "TaskEnv", "adapter_class", "get_adapter"]

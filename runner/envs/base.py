@@ -22,8 +22,9 @@ Observation keys (only those requested are produced, so images are rendered only
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -46,32 +47,52 @@ class TaskEnv(gym.Env):
     control_fps: float = 30.0
 
 
-class EnvAdapter(Protocol):
-    """One simulator family (`env.type` in a spec)."""
+class EnvAdapter:
+    """One simulator family (`env.type` in a spec). Subclass it: `tasks`, `max_steps` and `make` are required,
+    every other hook has a default. A family's adapter class is checked when it is first looked up
+    (`runner.envs.adapter_class`): not a subclass, or a hook whose parameters differ from these, is refused
+    with the family's name."""
 
-    name: ClassVar[str]
+    name: ClassVar[str] = ""
     # Modules a forkserver may import before forking workers (no GL context or thread at import).
     preload: ClassVar[tuple[str, ...]] = ()
 
     def check(self) -> None:
-        """Raise `MissingDependencyError` (with install advice) when the simulator is not installed."""
-
-    # Optional: `preflight(env: EnvSpec) -> None`, called in the main process before any output is written or
-    # worker started; raises `MissingDependencyError` / `ConfigError` for anything a run would need and lack
-    # (data files, assets), so a missing dependency never leaves an empty ledger behind.
-
-    # Optional: `needs_gl(env: EnvSpec, obs_keys, video: bool) -> bool`: whether the run renders with MuJoCo's
-    # OpenGL (images for the policy, or videos); the engine then checks offscreen GL first (runner.envs.gl).
+        """Raise `MissingDependencyError` (with install advice) when the simulator is not installed. Default:
+        nothing to check (the family needs only runner's own dependencies)."""
 
     def tasks(self, env: EnvSpec) -> list[TaskRef]:
         """The tasks `env.task` names (groups expanded, `env.task_ids` applied), with their task text."""
+        raise NotImplementedError
+
+    def preflight(self, env: EnvSpec) -> None:
+        """In the main process, before any output is written or worker started: raise `MissingDependencyError` /
+        `ConfigError` for anything a run would need and lack (data files, assets), so that a missing dependency
+        never leaves an empty ledger behind. Default: the family needs no data of its own."""
+
+    def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
+        """Whether the run renders with MuJoCo's OpenGL (images for the policy, or videos); the engine then checks
+        offscreen GL first (runner.envs.gl). Default: it never does."""
+        return False
 
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         """Episode length cap: `env.max_steps` or the benchmark's own limit."""
+        raise NotImplementedError
 
     def make(self, task: TaskRef, env: EnvSpec, *, obs_keys: frozenset[str] | None, video: bool) -> TaskEnv:
         """Build the task's env (inside the worker). `obs_keys`: keys the policy needs (None: all the env
         offers); `video`: whether `render()` will be called for video frames."""
+        raise NotImplementedError
+
+    def prepare(self, env: EnvSpec, *, assets_from: Path | None = None, copy: bool = False,
+                say: Callable[[str], None] = print) -> bool:
+        """`runner prepare`: install the data the family needs (e.g. LIBERO's assets), from `assets_from` when
+        given (linked, or copied with `copy`), saying what it does with `say`. Returns False when there is nothing
+        to prepare (the default: the family's package ships what it needs)."""
+        return False
+
+
+REQUIRED_HOOKS = ("tasks", "max_steps", "make")
 
 
 def select_task_ids(group: str, names: Sequence[str], task_ids: Sequence[int] | None) -> list[tuple[int, str]]:

@@ -9,8 +9,9 @@ compares that with the plan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
@@ -20,6 +21,7 @@ from runner.spec import Spec
 from runner.spec.model import thaw
 from runner.spec.problems import Pos, Problem, dotted
 
+CORE_DISTRIBUTIONS = ("numpy", "gymnasium")  # runner's own dependencies that every episode runs through
 EGL_APT = ("libegl1", "libegl-mesa0", "libgl1", "libgl1-mesa-dri")  # Mesa's EGL for offscreen MuJoCo
 RENDER_ENV = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
 
@@ -44,6 +46,41 @@ def distributions(spec: Spec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(what the env imports, what the policy imports): distribution names."""
     env, policy = needs(spec)
     return env.distributions + (env.render_distributions if renders(spec) else ()), policy.distributions
+
+
+def env_stack(env_type: str, env: Mapping[str, object], *, rendering: bool = True) -> tuple[str, ...]:
+    """The simulation stack of an `env` section (defaults filled in): runner's core, what its family imports (and
+    renders with, when `rendering`), and the direct requirements of those installed here."""
+    family = env_family(env_type).needs_of(env)
+    return _with_requirements(family.distributions + (family.render_distributions if rendering else ()))
+
+
+def result_distributions(spec: Spec) -> tuple[str, ...]:
+    """The distributions whose versions decide a run's results (run.json's provenance): the env's simulation stack,
+    what the policy imports, and their direct requirements installed here."""
+    env, policy = distributions(spec)
+    return _with_requirements(env + policy)
+
+
+def _with_requirements(names: Sequence[str]) -> tuple[str, ...]:
+    """runner's core, `names` and, for those installed, their direct requirements (markers evaluated here, extras
+    left out), each once, by canonical name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = dict.fromkeys(canonicalize_name(n) for n in (*CORE_DISTRIBUTIONS, *names))
+    for name in [canonicalize_name(n) for n in names]:
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                out.setdefault(canonicalize_name(requirement.name))
+    return tuple(out)
 
 
 def missing(spec: Spec, plan: InstallPlan | None = None) -> list[Missing]:
@@ -109,4 +146,5 @@ def problems(spec: Spec, overrides: Sequence[str] = ()) -> list[Problem]:
     return out
 
 
-__all__ = ["EGL_APT", "Missing", "distributions", "missing", "needs", "problems", "renders"]
+__all__ = ["CORE_DISTRIBUTIONS", "EGL_APT", "Missing", "distributions", "env_stack", "missing", "needs", "problems",
+           "renders", "result_distributions"]

@@ -1,28 +1,41 @@
 """Policy types (`policy.type`), one package each: a light descriptor in its `__init__` (runner.adapters) and the
 adapter in its `policy.py`, with `make(policy: PolicySpec, env: EnvSpec) -> Policy` (the protocol is
-`runner.policies.base`) and optionally `preflight(policy)`, its cheap checks. This package imports nothing heavy:
+`runner.policies.base`); the descriptor may name its cheap checks (`PolicyType.preflight`). This package imports nothing heavy:
 descriptors are read by `runner validate` without NumPy, torch or a simulator.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from runner.adapters import import_target, policy_type, runtime
+from runner.adapters import checked_class, load, policy_type, runtime
 
 
 def make_policy(policy: Any, env: Any) -> Any:
-    """Build the spec's policy (in the main process); ConfigError for an unknown type."""
-    return runtime("policy", policy.type)(policy, env)
+    """Build the spec's policy (in the main process): a `Policy` whose class is checked against the base class;
+    ConfigError for an unknown type or a `make` that returns something else."""
+    built = runtime("policy", policy.type)(policy, env)
+    policy_class(policy.type, type(built))
+    return built
+
+
+@functools.cache
+def policy_class(name: str, cls: type) -> type:
+    """`cls`, checked once as what policy type `name`'s `make` may return."""
+    from runner.policies.base import Policy
+
+    return checked_class("policy", name, cls, Policy, ("reset", "select_action"))
 
 
 def preflight_policy(policy: Any) -> dict[str, Any]:
-    """The adapter's cheap checks (installed, options, a hub id or a policy server reachable), before any simulator,
-    checkpoint or output; adapters without a `preflight` have nothing to check early. Returns what the check
-    learnt of the policy's identity for the run's provenance (a policy server's own account), or {}."""
-    module, _ = import_target("policy", policy.type, policy_type(policy.type).runtime)
-    check = getattr(module, "preflight", None)
-    found = check(policy) if check is not None else None
+    """The type's cheap checks (`PolicyType.preflight`: installed, options, a hub id or a policy server reachable),
+    before any simulator, checkpoint or output. Returns what the check learnt of the policy's identity for the
+    run's provenance (a policy server's own account), or {}."""
+    target = policy_type(policy.type).preflight
+    if target is None:
+        return {}
+    found = load("policy", policy.type, target)(policy)
     return dict(found) if isinstance(found, dict) else {}
 
 

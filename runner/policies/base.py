@@ -1,26 +1,22 @@
-"""The policy adapter protocol: batched, slot-aware, told what each slot's episode is.
+"""The policy adapter interface: batched, slot-aware, told what each slot's episode is.
 
 The engine runs `batch_size` slots; each slot runs one episode at a time and starts the next one as
 soon as it finishes (continuous scheduling), so slots are at different steps of different episodes,
-possibly of different tasks. A policy therefore keeps any per-episode state *per slot*:
+possibly of different tasks. A policy therefore keeps any per-episode state *per slot*. A policy type's
+`make` returns a `Policy` (below: every hook a method with a docstring, the optional ones with a default):
 
-- `reset(starts)`: new episodes begin in `start.slot` for each start (clear that slot's state only);
-- `select_action(observation, task_texts, slots)`: one action per row; row i belongs to `slots[i]`.
-  `observation` is batched like a Gymnasium vector env's: every leaf array has a leading batch axis
-  (`pixels` uint8 (B, H, W, 3) or a dict of them, `agent_pos` (B, d), `environment_state` (B, d)).
-  Returns an array of shape (B, *action_space.shape).
+- `reset(starts)`, `select_action(observation, task_texts, slots)`: `observation` is batched like a Gymnasium
+  vector env's: every leaf array has a leading batch axis (`pixels` uint8 (B, H, W, 3) or a dict of them,
+  `agent_pos` (B, d), `environment_state` (B, d)); returns an array of shape (B, *action_space.shape);
 - `observation_keys`: the env observation keys the policy reads (None: all), so envs render images
-  only for policies that look at them.
-- `release(slot)` (optional): forget a slot's state (`runner serve` calls it when a client goes away).
-- `take_queued(slot)` (optional): the slot's next actions that are already decided and need no observation
-  (e.g. the rest of a chunk), as an array (K, *action_space.shape) removed from the policy's state, or None.
-  The engine sends them to the slot's worker at once, which steps through them without a round trip; the
-  episode is the same as when each was returned by its own `select_action`.
-- `per_env()`: optionally, a picklable zero-argument factory of a `PerEnvPolicy`. Cheap per-env
-  policies (scripted experts, random) offer it, and the engine may then run the policy inside each
-  worker instead of round-tripping every step through the main process. Both paths give identical
-  episodes. An optional `preload` attribute names modules the workers then need (imported once in
-  the forkserver).
+  only for policies that look at them;
+- `take_queued(slot)`: actions already decided (the rest of a chunk); the engine sends them to the slot's worker
+  at once, which steps through them without a round trip; the episode is the same as when each was returned by
+  its own `select_action`;
+- `per_env()`: a picklable factory of a `PerEnvPolicy` (cheap policies: scripted experts, random), which the
+  engine may run inside each worker instead of round-tripping every step through the main process (identical
+  episodes); `preload` names modules the workers then need (imported once in the forkserver);
+- `release(slot)`, `close()`.
 
 Raise `runner.errors.RunnerError` subclasses for user mistakes (they are shown as they are); any other
 exception is reported as an evaluation error naming the policy.
@@ -28,13 +24,16 @@ exception is reported as an evaluation error naming the policy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from runner.adapters import hook_problems
+from runner.errors import ConfigError
 from runner.tasks import TaskRef
 
 # Observation keys (LeRobot's env conventions; the same strings as runner.envs.base, which policies
@@ -56,27 +55,72 @@ class EpisodeStart:
     n_slots: int = 1  # slots in the run (its batch size); batched policies may size their forward passes by it
 
 
-@runtime_checkable
-class PerEnvPolicy(Protocol):
-    """A policy for one env at a time (unbatched observations). Optional: `episode_end(success)`, told when an
-    episode it ran in a worker ends; `close()`."""
+class PerEnvPolicy:
+    """A policy for one env at a time (unbatched observations). Subclass it: `reset` and `act` are required,
+    the other hooks have defaults."""
 
-    def reset(self, start: EpisodeStart) -> None: ...
+    def reset(self, start: EpisodeStart) -> None:
+        """A new episode begins (seeded policies draw from `start.seed`)."""
+        raise NotImplementedError
 
-    def act(self, observation: Mapping[str, Any]) -> np.ndarray: ...
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        """One action for one (unbatched) observation."""
+        raise NotImplementedError
+
+    def episode_end(self, success: bool) -> None:
+        """The episode it ran in a worker has ended (a remote policy tells its server). Default: nothing."""
+
+    def close(self) -> None:
+        """Release what it holds (a connection). Default: nothing."""
 
 
-class Policy(Protocol):
-    observation_keys: frozenset[str] | None
+class Policy:
+    """A batched, slot-aware policy (see the module docstring). Subclass it: `reset` and `select_action` are
+    required, every other hook has a default; a policy type's `make` returns one (checked by
+    runner.policies.make_policy)."""
 
-    def reset(self, starts: Sequence[EpisodeStart]) -> None: ...
+    observation_keys: frozenset[str] | None = None  # the env observation keys it reads (None: all)
+    preload: tuple[str, ...] = ()  # modules worker processes import up front when they run `per_env()`'s policies
+
+    def reset(self, starts: Sequence[EpisodeStart]) -> None:
+        """New episodes begin in `start.slot` for each start (clear that slot's state only)."""
+        raise NotImplementedError
 
     def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
-                      slots: Sequence[int]) -> np.ndarray: ...
+                      slots: Sequence[int]) -> np.ndarray:
+        """One action per row; row i belongs to `slots[i]`."""
+        raise NotImplementedError
 
-    def per_env(self) -> Callable[[], PerEnvPolicy] | None: ...
+    def per_env(self) -> Callable[[], PerEnvPolicy] | None:
+        """A picklable zero-argument factory of a `PerEnvPolicy` the engine may run inside each worker, or None
+        (the default: the policy runs batched in the main process)."""
+        return None
 
-    def close(self) -> None: ...
+    def take_queued(self, slot: int) -> np.ndarray | None:
+        """The slot's next actions that are already decided and need no observation, (K, *action shape), removed
+        from the policy's state; None (the default) when there are none."""
+        return None
+
+    def release(self, slot: int) -> None:
+        """Forget a slot's state (`runner serve`: its client went away). Default: nothing."""
+
+    def close(self) -> None:
+        """Release what it holds (weights, connections). Default: nothing."""
+
+
+def make_per_env(factory: Callable[[], Any]) -> PerEnvPolicy:
+    """A per-env policy from its factory; ConfigError when it is not a `PerEnvPolicy` with compatible hooks."""
+    policy = factory()
+    _per_env_class(type(policy))
+    return policy
+
+
+@functools.cache
+def _per_env_class(cls: type) -> None:
+    problems = hook_problems(cls, PerEnvPolicy, ("reset", "act")) if issubclass(cls, PerEnvPolicy) else \
+        [f"not a subclass of {PerEnvPolicy.__module__}.PerEnvPolicy"]
+    if problems:
+        raise ConfigError(f"per-env policy {cls.__module__}.{cls.__qualname__}: " + "; ".join(problems))
 
 
 def observation_row(observation: Mapping[str, Any], i: int) -> dict[str, Any]:
@@ -100,7 +144,7 @@ def signature(observation: Any) -> Any:
     return (array.shape, array.dtype.str)
 
 
-class PerEnvBatch:
+class PerEnvBatch(Policy):
     """A batched `Policy` made of one `PerEnvPolicy` per slot (built lazily by `factory`)."""
 
     def __init__(self, factory: Callable[[], PerEnvPolicy], observation_keys: frozenset[str] | None,
@@ -115,7 +159,7 @@ class PerEnvBatch:
         for start in starts:
             policy = self._slots.get(start.slot)
             if policy is None:
-                policy = self._slots[start.slot] = self.factory()
+                policy = self._slots[start.slot] = make_per_env(self.factory)
             policy.reset(start)
 
     def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
@@ -135,7 +179,6 @@ class PerEnvBatch:
         self._slots.clear()
 
 
-def _close(policy: Any) -> None:
-    close = getattr(policy, "close", None)
-    if close is not None:
-        close()
+def _close(policy: PerEnvPolicy | None) -> None:
+    if policy is not None:
+        policy.close()

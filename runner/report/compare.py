@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from runner.report import stats
 from runner.report.load import ReportError, RunResults
 from runner.results.records import EpisodeRecord
@@ -16,7 +18,6 @@ from runner.results.runfile import spec_changes
 from runner.text import visible
 
 DETECT = 0.05  # the difference the sample-size hint is for (5 points)
-SIM_PACKAGES = ("mujoco", "metaworld", "hf-libero", "robosuite", "gymnasium", "gym-pusht", "gym-aloha", "dm-control")
 
 PairKey = tuple  # (task name, episode index, seed), or (group, task id, name, index, seed) when names repeat
 
@@ -214,11 +215,27 @@ def _warnings(a: RunResults, b: RunResults) -> list[str]:
         out.append("the env settings differ: " + visible("; ".join(changes[:6]), 600))
     pa = (a.run.provenance or {}).get("packages") or {}
     pb = (b.run.provenance or {}).get("packages") or {}
-    differ = [f"{name} {pa[name]} vs {pb[name]}" for name in SIM_PACKAGES if name in pa and name in pb
-              and pa[name] != pb[name]]
+    stack = _simulation_stack(env_a, env_b)
+    differ = [f"{name} {pa[name]} vs {pb[name]}" for name in sorted(set(pa) & set(pb))
+              if pa[name] != pb[name] and (stack is None or canonicalize_name(name) in stack)]
     if differ:
         out.append("the simulator versions differ: " + visible(", ".join(differ), 600))
     return out
+
+
+def _simulation_stack(*envs: Any) -> set[str] | None:
+    """The canonical names of the distributions that simulate these env sections (runner.install.needs.env_stack);
+    None when a family is not known here (then every package both runs recorded counts)."""
+    from runner.errors import RunnerError
+    from runner.install.needs import env_stack
+
+    names: set[str] = set()
+    for env in envs:
+        try:
+            names.update(env_stack(str(env["type"]), env))
+        except (RunnerError, LookupError, TypeError, ValueError):
+            return None
+    return names
 
 
 def _paired_rows(a: RunResults, b: RunResults) -> tuple[list[TaskComparison], TaskComparison, int]:

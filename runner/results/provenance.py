@@ -1,6 +1,7 @@
-"""Where a result came from (run.json "provenance"): runner's version and git commit, Python, the simulator and
-learning packages, the host, when, and the policy's identity. Collected once per session, in the main process,
-without importing any simulator (installed versions are read from package metadata)."""
+"""Where a result came from (run.json "provenance"): runner's version and git commit, Python, the versions of the
+distributions the spec's env and policy need (runner.install.needs.result_distributions), the host, when, and the
+policy's identity. Collected once per session, in the main process, without importing any simulator (installed
+versions are read from package metadata)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hashlib
 import os
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -16,10 +17,9 @@ from typing import Any
 
 import runner
 from runner.errors import RunnerError
+from runner.spec import Spec
+from runner.spec.model import thaw
 
-# Distributions whose versions decide results; those installed are recorded.
-PACKAGES = ("mujoco", "metaworld", "hf-libero", "robosuite", "gymnasium", "gym-pusht", "gym-aloha", "dm-control",
-            "numpy", "torch", "lerobot")
 WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.pt")  # a policy directory's weights, first found
 HASH_LIMIT_BYTES = 8 << 30  # a larger weights file is named, not hashed
 GIT_TIMEOUT_S = 5.0
@@ -29,13 +29,16 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def collect(policy: Mapping[str, Any], served: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def collect(spec: Spec, served: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance of a session about to start (`ended_at` is filled in when it ends). `served`: what a policy
     server said of the policy it serves (runner.policies.preflight_policy), added to the policy's identity."""
+    from runner.install.needs import result_distributions
+
+    policy = thaw(spec.policy)
     return {
         "runner": {"version": runner.__version__, **git_state(Path(runner.__file__).resolve().parent.parent)},
         "python": platform.python_version(),
-        "packages": package_versions(),
+        "packages": package_versions(result_distributions(spec)),
         "host": host(),
         "started_at": now(),
         "ended_at": None,
@@ -57,9 +60,10 @@ def git_state(root: Path) -> dict[str, Any]:
     return {"commit": commit[:40], "dirty": bool(status.strip())}
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(names: Sequence[str]) -> dict[str, str]:
+    """Installed versions of `names` (those not installed are left out)."""
     found = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

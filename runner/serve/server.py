@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from runner.engine.evaluation import apply_environment, policy_label
 from runner.errors import ConfigError, RunnerError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, stack_observations
 from runner.policies.remote import protocol, wire
 from runner.serve.batcher import Batcher, Request
 from runner.serve.stats import ServerStats
 from runner.spec import Spec
+from runner.spec.derived import policy_label
 from runner.tasks import TaskRef
 
 MIB = 1024 * 1024
@@ -297,10 +297,8 @@ class PolicyServer:
         client.episodes += 1
 
     async def _release(self, slot: int) -> None:
-        release = getattr(self.policy, "release", None)
         try:
-            if release is not None:
-                await asyncio.get_running_loop().run_in_executor(self.executor, release, slot)
+            await asyncio.get_running_loop().run_in_executor(self.executor, self.policy.release, slot)
         except Exception as exc:  # noqa: BLE001 - a clean-up failure is logged; the slot is freed anyway
             self.log(f"releasing slot {slot}: {type(exc).__name__}: {exc}")
         finally:
@@ -452,18 +450,17 @@ def _host(host: str) -> str:
 def serve(spec: Spec, options: ServeOptions, *, ready: Callable[[str], None] | None = None,
           log: Callable[[str], None] | None = None) -> None:
     """Build the spec's policy and serve it until SIGTERM or SIGINT (drained, then returns)."""
-    from runner.policies import make_policy, preflight_policy
+    from runner.engine.preflight import POLICY_STEPS, Preflight
     from runner.results.provenance import policy_identity
     from runner.spec.model import thaw
 
     log = log or _stderr
     options.api_key()  # refuse an open bind before loading anything
-    apply_environment(spec)
-    served = preflight_policy(spec.policy)
-    policy = make_policy(spec.policy, spec.env)
+    prepared = Preflight(spec).run(only=POLICY_STEPS)
+    policy = prepared.policy
     try:
-        server = PolicyServer(spec, options, policy, identity={**policy_identity(thaw(spec.policy)), **served},
-                              log=log)
+        server = PolicyServer(spec, options, policy,
+                              identity={**policy_identity(thaw(spec.policy)), **prepared.served}, log=log)
         try:
             asyncio.run(server.run(ready or _stdout))
         except OSError as exc:

@@ -27,6 +27,7 @@ import numpy as np
 from runner.envs.base import (
     AGENT_POS,
     PIXELS,
+    EnvAdapter,
     TaskEnv,
     rename_cameras,
     renders,
@@ -42,11 +43,8 @@ from runner.tasks import TaskRef
 DEFAULT_SUCCESS_KEYS = ("is_success", "success")
 
 
-class GymAdapter:
+class GymAdapter(EnvAdapter):
     name: ClassVar[str] = "gym"
-
-    def check(self) -> None:
-        pass  # gymnasium is a dependency of runner; modules named in ids are checked by tasks()
 
     def tasks(self, env: EnvSpec) -> list[TaskRef]:
         ids = unique_groups(env.tasks)

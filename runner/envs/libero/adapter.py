@@ -32,14 +32,24 @@ import io
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 
-from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, renders, select_task_ids, unique_groups, wants
+from runner.envs.base import (
+    AGENT_POS,
+    ENV_STATE,
+    PIXELS,
+    EnvAdapter,
+    TaskEnv,
+    renders,
+    select_task_ids,
+    unique_groups,
+    wants,
+)
 from runner.envs.libero import DEFAULT_CAMERA_NAMES, LIBERO_CAMERAS, LIBERO_SUITES
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
@@ -68,7 +78,7 @@ ASSET_DIRS = ("scenes", "textures", "articulated_objects", "stable_scanned_objec
               "turbosquid_objects")
 
 
-class LiberoAdapter:
+class LiberoAdapter(EnvAdapter):
     name: ClassVar[str] = "libero"
 
     def check(self) -> None:
@@ -108,11 +118,12 @@ class LiberoAdapter:
         return LiberoTaskEnv(task, opts, dict(env.camera_name_mapping), obs_keys, video, assets)
 
     def prepare(self, env: EnvSpec, *, assets_from: Path | None = None, copy: bool = False,
-                say: Any = print) -> None:
+                say: Callable[[str], None] = print) -> bool:
         """Write LIBERO's config.yaml and make the assets available (see `runner prepare`)."""
         self.check()
         say(f"libero: config {ensure_config()}")
         prepare_assets(options(env)["assets_dir"], assets_from=assets_from, copy=copy, say=say)
+        return True
 
 
 def options(env: EnvSpec) -> dict[str, Any]:

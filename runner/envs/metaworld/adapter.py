@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
-from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, TaskEnv, renders, select_task_ids, unique_groups, wants
+from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, EnvAdapter, TaskEnv, renders, select_task_ids, unique_groups, wants
 from runner.envs.metaworld import task_names
 from runner.envs.metaworld.catalog import METAWORLD_TASKS
 from runner.errors import ConfigError, MissingDependencyError
@@ -39,7 +39,7 @@ KWARGS = {"camera_name": "corner2", "observation_width": 480, "observation_heigh
 INSTALL = "pip install 'runner[metaworld]' (metaworld==3.0.0, mujoco==3.8.1)"
 
 
-class MetaWorldAdapter:
+class MetaWorldAdapter(EnvAdapter):
     name: ClassVar[str] = "metaworld"
     preload: ClassVar[tuple[str, ...]] = ("metaworld", "runner.envs.metaworld.preload")
 

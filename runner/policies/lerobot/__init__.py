@@ -19,4 +19,5 @@ TYPE = PolicyType(
     path="a Hugging Face hub id like user/model, or a local directory written by save_pretrained",
     needs=Needs(("lerobot",), 'add install.extras: [lerobot] and install.python: "3.12"', python="3.12"),
     images=True,
+    preflight="runner.policies.lerobot.policy:preflight",
 )

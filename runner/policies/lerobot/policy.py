@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from runner.errors import ConfigError, MissingDependencyError
-from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart
+from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, Policy
 from runner.spec import EnvSpec, PolicySpec
 
 MIN_VERSION = (0, 6)
@@ -260,7 +260,7 @@ class SlotState:
     rng_state: Any = None  # that copy's torch RNG stream
 
 
-class LeRobotPolicy:
+class LeRobotPolicy(Policy):
     """Batched LeRobot policy with per-slot episode state (see the module docstring)."""
 
     def __init__(self, spec: PolicySpec, *, forward: str = "padded") -> None:
@@ -334,9 +334,6 @@ class LeRobotPolicy:
         state.queue.clear()
         with self._torch.inference_mode(), self._autocast():
             return self._postprocessed(actions)
-
-    def per_env(self) -> None:
-        return None  # batched in the main process
 
     def release(self, slot: int) -> None:
         self._slots.pop(slot, None)

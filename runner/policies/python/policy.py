@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from runner.errors import ConfigError, EvaluationError, RunnerError
-from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy
+from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy, Policy
 from runner.spec import EnvSpec, PolicySpec
 
 
@@ -57,7 +57,7 @@ def build(path: str, kwargs: Mapping[str, Any], cwd: str | None = None) -> Any:
         raise EvaluationError(f"policy factory {path!r} raised {type(exc).__name__}: {exc}") from None
 
 
-class UserPerEnv:
+class UserPerEnv(PerEnvPolicy):
     """A user's per-env policy with the optional `reset` filled in."""
 
     def __init__(self, inner: Any) -> None:
@@ -75,15 +75,13 @@ def _per_env(path: str, kwargs: dict[str, Any], cwd: str) -> PerEnvPolicy:
     return UserPerEnv(build(path, kwargs, cwd))
 
 
-class UserBatched:
+class UserBatched(Policy):
     """A user's batched policy with the optional methods filled in."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         keys = getattr(inner, "observation_keys", None)
         self.observation_keys = None if keys is None else frozenset(keys)
-        if callable(getattr(inner, "take_queued", None)):
-            self.take_queued = inner.take_queued
 
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
         if hasattr(self.inner, "reset"):
@@ -93,8 +91,9 @@ class UserBatched:
                       slots: Sequence[int]) -> np.ndarray:
         return self.inner.select_action(observation, task_texts, slots)
 
-    def per_env(self) -> None:
-        return None
+    def take_queued(self, slot: int) -> np.ndarray | None:
+        take = getattr(self.inner, "take_queued", None)  # the user's object: its optional methods are duck-typed
+        return take(slot) if callable(take) else None
 
     def close(self) -> None:
         if hasattr(self.inner, "close"):

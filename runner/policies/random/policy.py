@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from runner.policies.base import EpisodeStart, PerEnvBatch
+from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy
 from runner.spec import EnvSpec, PolicySpec
 
 
-class RandomPolicy:
+class RandomPolicy(PerEnvPolicy):
     """Per-env policy: `action_space.sample()` from a copy of the space seeded with the episode seed."""
 
     def __init__(self) -> None:

@@ -104,4 +104,5 @@ TYPE = PolicyType(
     url="ws:// or wss:// URL of the policy server",
     images=True,
     check=check,
+    preflight="runner.policies.remote.policy:preflight",
 )

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from runner.errors import ConfigError, EvaluationError, RunnerError
-from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, PerEnvBatch
+from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
 from runner.policies.remote import protocol, request
 from runner.policies.remote.client import Connection, Endpoint
 from runner.spec import EnvSpec, PolicySpec
@@ -93,7 +93,7 @@ def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
     return PerEnvBatch(functools.partial(RemotePolicy, opts), keys)
 
 
-class RemotePolicy:
+class RemotePolicy(PerEnvPolicy):
     """A per-env policy whose actions come from the server (see the module docstring)."""
 
     def __init__(self, opts: Options) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 
 from runner.errors import ConfigError, MissingDependencyError
-from runner.policies.base import ENV_STATE, EpisodeStart, PerEnvBatch
+from runner.policies.base import ENV_STATE, EpisodeStart, PerEnvBatch, PerEnvPolicy
 from runner.policies.scripted import EXPERTS
 from runner.spec import EnvSpec, PolicySpec
 
 
-class ScriptedExpert:
+class ScriptedExpert(PerEnvPolicy):
     """Per-env policy: the expert of the episode's task, applied to `environment_state` (39 numbers)."""
 
     def __init__(self) -> None:

@@ -1,0 +1,150 @@
+"""The pre-run seam: what a run needs, resolved from its spec and checked before anything is written.
+
+The steps, in order (cheapest first; each does one check and returns a line saying what it found):
+
+  simulator  the env family's adapter, and its `check()` (its packages import)
+  policy     the policy type's cheap preflight: installed, options, a hub id or policy server reachable (seconds)
+  assets     the adapter's `preflight()` (e.g. LIBERO's assets)
+  tasks      the tasks `env.task` names
+  load       the policy is built (weights loaded, a served policy's account taken)
+  rendering  offscreen OpenGL works when the run renders (one frame in a throwaway process)
+
+`Preflight(spec).run()` runs them all and returns a `Prepared`, or raises the first problem; `runner run`
+(runner.engine.evaluation), `runner doctor` (runner.engine.doctor: each step reported, those whose ground failed
+skipped) and `runner serve` (the policy's two steps only) all go through it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.envs import get_adapter
+from runner.envs.base import EnvAdapter
+from runner.envs.gl import is_software, require_offscreen_gl
+from runner.policies import make_policy, preflight_policy
+from runner.spec import Spec
+from runner.spec.derived import apply_environment
+from runner.text import visible
+
+STEPS = ("simulator", "policy", "assets", "tasks", "load", "rendering")
+CHECKS = STEPS[:4]  # cheap: a run checks its output directory after these, before the policy loads
+BUILD = STEPS[4:]
+POLICY_STEPS = ("policy", "load")  # runner serve: nothing of the env
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything resolved before a run starts."""
+
+    spec: Spec
+    adapter: Any  # the env family's EnvAdapter (None: only the policy was prepared)
+    tasks: tuple[Any, ...]  # TaskRef
+    policy: Any  # runner.policies.base.Policy
+    served: Mapping[str, Any] = field(default_factory=dict)  # what a policy server says of itself
+    renderer: str | None = None  # the GL renderer's name when the run renders, else None
+
+    @property
+    def obs_keys(self) -> frozenset[str] | None:
+        """The observation keys the policy reads (None: every key the env offers)."""
+        return observation_keys(self.policy)
+
+    @property
+    def rendering(self) -> str | None:
+        """None (nothing rendered), "software" or "hardware"."""
+        return None if self.renderer is None else "software" if is_software(self.renderer) else "hardware"
+
+
+def observation_keys(policy: Any) -> frozenset[str] | None:
+    """The observation keys a policy reads (None: every key the env offers, or no policy)."""
+    keys = None if policy is None else policy.observation_keys
+    return None if keys is None else frozenset(keys)
+
+
+class Preflight:
+    """The steps of the module docstring as methods, run in order; what each finds is kept on the instance.
+    The spec's `install.env` (e.g. MUJOCO_GL=egl) is applied first, before any simulator loads."""
+
+    def __init__(self, spec: Spec) -> None:
+        apply_environment(spec)
+        self.spec = spec
+        self.adapter: Any = None
+        self.served: dict[str, Any] = {}
+        self.tasks: tuple[Any, ...] = ()
+        self.policy: Any = None
+        self.renderer: str | None = None
+
+    def steps(self) -> dict[str, Callable[[], str]]:
+        """name -> the step, in order."""
+        return {"simulator": self.simulator, "policy": self.check_policy, "assets": self.assets,
+                "tasks": self.list_tasks, "load": self.load, "rendering": self.check_rendering}
+
+    def run(self, only: tuple[str, ...] = STEPS) -> Prepared:
+        """The steps named in `only`, in order (a caller may run them in parts, e.g. CHECKS then BUILD); the first
+        problem is raised, and the policy, if built, closed."""
+        try:
+            for name, step in self.steps().items():
+                if name in only:
+                    step()
+        except BaseException:
+            self.close()
+            raise
+        return Prepared(self.spec, self.adapter, self.tasks, self.policy, dict(self.served), self.renderer)
+
+    def close(self) -> None:
+        """Close the policy, if one was built (its own clean-up never hides what went wrong)."""
+        policy, self.policy = self.policy, None
+        if policy is not None:
+            try:
+                policy.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # the steps
+
+    def simulator(self) -> str:
+        adapter = get_adapter(self.spec.env.type)
+        adapter.check()
+        self.adapter = adapter
+        return f"{self.spec.env.type} imports"
+
+    def check_policy(self) -> str:
+        self.served = preflight_policy(self.spec.policy)
+        return self.describe_policy()
+
+    def assets(self) -> str:
+        if type(self.adapter).preflight is EnvAdapter.preflight:
+            return f"{self.spec.env.type} needs no data of its own"
+        self.adapter.preflight(self.spec.env)
+        return "present"
+
+    def list_tasks(self) -> str:
+        self.tasks = tuple(self.adapter.tasks(self.spec.env))
+        names = ", ".join(t.name for t in self.tasks[:3]) + (" ..." if len(self.tasks) > 3 else "")
+        return f"{len(self.tasks)} task(s): {visible(names, 90)}"
+
+    def load(self) -> str:
+        start = time.perf_counter()
+        self.policy = make_policy(self.spec.policy, self.spec.env)
+        return f"{self.describe_policy()} loaded in {time.perf_counter() - start:.1f} s"
+
+    def check_rendering(self) -> str:
+        keys = observation_keys(self.policy)  # no policy (doctor, after it failed to load): every key
+        if not self.adapter.needs_gl(self.spec.env, keys, self.spec.eval.videos > 0):
+            self.renderer = None
+            return "this run renders nothing"
+        self.renderer = require_offscreen_gl()  # a missing GL platform would fail every episode
+        kind = "software rendering on the CPU" if is_software(self.renderer) else "hardware rendering"
+        return f"offscreen OpenGL works: {self.renderer} ({kind})"
+
+    def describe_policy(self) -> str:
+        """The policy, and what its server (a remote policy's) says it serves."""
+        policy = self.spec.policy
+        text = policy.type + (f" {policy.path}" if policy.path else "") + (f" at {policy.url}" if policy.url else "")
+        parts = [str(self.served[k]) for k in ("server", "server_type", "server_path") if k in self.served]
+        return text + (f" (serving: {' '.join(parts)})" if parts else "")
+
+
+__all__ = ["BUILD", "CHECKS", "POLICY_STEPS", "STEPS", "Prepared", "Preflight", "observation_keys"]
