@@ -2,7 +2,7 @@
 without importing it, and where its code is.
 
 Each family or type has one home, a package whose `__init__` holds a light *descriptor* (`EnvFamily` or
-`PolicyType`: its catalog of tasks, the JSON Schema of its `kwargs`, what it supports, what it needs installed)
+`PolicyType`: its catalog of tasks, the JSON Schema of its `kwargs`, what it needs installed)
 and whose runtime module, named by the descriptor as "module:attribute", is imported only to run. The spec
 layer (runner.spec) validates with the descriptors alone; the engine imports the runtimes.
 
@@ -99,9 +99,7 @@ class EnvFamily:
     policies: tuple[str, ...] | None = None  # policy types it can run (None: every type that accepts it)
     needs: Needs = Needs()
     needs_for: Callable[[Mapping[str, Any]], Needs] | None = None  # needs that depend on the `env` section
-    # "prepare" (runner prepare), "preflight", "preload", "success" (env.success rules; other families report
-    # success themselves): for checks, docs and `runner list`
-    supports: tuple[str, ...] = ()
+    success_rules: bool = False  # env.success rules apply (other families report success themselves)
 
     def needs_of(self, env: Mapping[str, Any]) -> Needs:
         return self.needs_for(env) if self.needs_for is not None else self.needs

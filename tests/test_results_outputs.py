@@ -19,9 +19,9 @@ import pytest
 
 from runner.results import outputs
 from runner.results.ledger import Ledger
+from runner.results.locations import default_run_dir
 from runner.results.outputs import (
     OutputValidationError,
-    default_output_dir,
     validate_outputs,
     video_relpath,
     write_json_atomic,
@@ -37,7 +37,7 @@ TASKS = [TaskRef("easy", 0, "push-v3", "Push the puck to a goal."), TaskRef("eas
 
 def test_paths():
     when = datetime(2026, 3, 7, 9, 5, 2)
-    assert default_output_dir("metaworld", when) == Path("outputs/eval/2026-03-07/09-05-02_metaworld")
+    assert default_run_dir("metaworld", when) == Path("outputs/eval/2026-03-07/09-05-02_metaworld")
     assert video_relpath(TASKS[1], 3) == "videos/easy_1/eval_episode_3.mp4"
 
 

@@ -20,7 +20,7 @@ from runner.envs import get_adapter
 from runner.results import Shard, read_run_file
 from runner.results.coverage import Plan, cover, video_relpath
 from runner.results.ledger import MAX_LINE_BYTES, LedgerError, load_ledger
-from runner.results.rundir import _claim
+from runner.results.locations import claim, run_dir_order
 from runner.results.runfile import RunFileError, spec_hash
 from runner.spec import load_spec
 
@@ -269,11 +269,9 @@ def test_merge_refuses_a_shard_holding_another_shards_episodes(tmp_path, capsys)
 
 def test_runs_started_in_the_same_second_get_their_own_default_directory(tmp_path):
     base = tmp_path / "outputs" / "eval" / "2026-12-01" / "12-00-00_metaworld"
-    claimed = [_claim(base) for _ in range(3)]
+    claimed = [claim(base) for _ in range(3)]
     assert [p.name for p in claimed] == ["12-00-00_metaworld", "12-00-00-2_metaworld", "12-00-00-3_metaworld"]
-    from runner.cli.run import _run_dir_order
-
-    assert max(claimed, key=_run_dir_order).name == "12-00-00-3_metaworld"
+    assert max(claimed, key=run_dir_order).name == "12-00-00-3_metaworld"
 
 
 @pytest.mark.parametrize("argv, message", [

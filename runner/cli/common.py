@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from runner.errors import ConfigError
-from runner.spec import default_spec_paths
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -27,6 +26,8 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
 
 def spec_paths(given: list[str]) -> list[Path]:
     """The specs named on the command line, or specs/*.yaml (without partials)."""
+    from runner.spec import default_spec_paths
+
     if given:
         return [Path(p) for p in given]
     found = default_spec_paths(Path("."))
@@ -46,17 +47,3 @@ def output_dir_arg(text: str) -> Path:
 
 def say(message: str = "") -> None:
     print(message, file=sys.stdout, flush=True)
-
-
-def write_report(out_dir: Path) -> None:
-    """report.html into a finished run's directory; a report that cannot be written is a warning, never a failed
-    run (the results are written already)."""
-    from runner.errors import RunnerError
-    from runner.report import REPORT_NAME, write_html
-
-    try:
-        path = write_html([out_dir], Path(out_dir) / REPORT_NAME)
-    except (RunnerError, OSError, ValueError) as exc:
-        print(f"runner: warning: report.html not written: {exc}", file=sys.stderr, flush=True)
-        return
-    say(f"report: {path}")

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from runner.cli.common import HelpFormatter, add_set_option, say
-from runner.spec import load_spec
 
 DESCRIPTION = """\
 Check that this machine can run the spec, without running the evaluation: the packages of its install
@@ -35,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runner.engine.doctor import run_checks
+    from runner.spec import load_spec
 
     spec = load_spec(args.spec, args.overrides)
     say(f"runner doctor {args.spec}: Python {sys.version.split()[0]} at {sys.prefix}")

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from runner.cli.common import HelpFormatter, say
 from runner.errors import ConfigError, DriftError
-from runner.generate import apply, changes, render
-from runner.spec import SpecError, default_spec_paths, load_specs
 
 DESCRIPTION = """\
 Render, for each spec with ci.enabled, docker/Dockerfile.benchmark.<name> and its own workflow
@@ -47,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runner.generate import apply, changes, render
+    from runner.spec import SpecError, default_spec_paths, load_specs
+
     root: Path = args.root
     if not root.is_dir():
         raise ConfigError(f"--root {root}: no such directory")

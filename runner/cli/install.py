@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say
-from runner.spec import load_specs
 
 DESCRIPTION = """\
 Install what the specs need into a virtual environment, from the same install plan that renders their
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from runner.install.local import install
     from runner.install.needs import problems
     from runner.install.plan import InstallPlan
-    from runner.spec import SpecError
+    from runner.spec import SpecError, load_specs
     from runner.spec.project import PYPROJECT
     from runner.spec.semantic import project_root
 

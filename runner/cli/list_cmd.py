@@ -6,7 +6,6 @@ import argparse
 
 from runner.cli.common import HelpFormatter, add_set_option, say, spec_paths
 from runner.errors import MissingDependencyError
-from runner.spec import load_specs
 
 DESCRIPTION = """\
 List benchmarks (specs) and the tasks each evaluates, with natural-language task text.
@@ -28,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runner.envs import get_adapter
+    from runner.spec import load_specs
 
     for spec in load_specs(spec_paths(args.specs), args.overrides):
         say(f"{spec.name}: {spec.description}".rstrip(": "))

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runner.cli.common import HelpFormatter, output_dir_arg, say, write_report
+from runner.cli.common import HelpFormatter, output_dir_arg, say
 
 DESCRIPTION = """\
 Merge results directories of one run (the shards of `runner run --shard I/N`, or partial runs of the same
@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runner.errors import EvaluationError
+    from runner.report import write_run_report
     from runner.results import summary_table
     from runner.results.coverage import describe_keys
     from runner.results.merge import merge
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         warn(warning)
     say(summary_table(merged.eval_info))
     say(f"merged {len(merged.records)} episodes from {len(args.dirs)} directories into {merged.out_dir}")
-    write_report(merged.out_dir)
+    write_run_report(merged.out_dir, say)
     errors = merged.errors
     if errors and not args.allow_errors:
         raise EvaluationError(f"{len(errors)} of {len(merged.records)} episodes are recorded as errors "

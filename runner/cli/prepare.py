@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from runner.cli.common import HelpFormatter, add_set_option, say, spec_paths
-from runner.spec import load_specs
 
 DESCRIPTION = """\
 Prepare what a benchmark needs before `runner run`, so runs never download anything.
@@ -38,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runner.envs import get_adapter
+    from runner.spec import load_specs
 
     for spec in load_specs(spec_paths(args.specs), args.overrides):
         adapter = get_adapter(spec.env.type)

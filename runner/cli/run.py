@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say, write_report
-from runner.spec import load_spec
+from runner.cli.common import HelpFormatter, add_set_option, output_dir_arg, say
 
 DESCRIPTION = """\
 Evaluate the spec's policy on the spec's benchmark and write the results to the output directory:
@@ -95,112 +93,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.engine import RunOptions, evaluate
-    from runner.engine.distributed import Group, detect, run_launched
-    from runner.errors import ConfigError
-    from runner.results import Shard, default_output_dir, summary_table
+    from runner.engine import RunOptions
+    from runner.engine.command import run_spec
+    from runner.results import Shard
+    from runner.spec import load_spec
 
     spec = load_spec(args.spec, args.overrides)
-    shard = Shard.parse(args.shard) if args.shard is not None else None
-    launch = detect() if shard is None else None
-    out_dir = args.output_dir
-    if launch is not None and out_dir is None:
-        raise ConfigError(f"a launch of {launch.world} processes needs --output-dir (every rank must use the same)")
-    if out_dir is None and args.resume:
-        out_dir = _newest_run(spec)
-    fresh = out_dir is None  # the default name: created new, never resumed or shared with another run
-    out_dir = out_dir or default_output_dir(spec.name)
-    invocation = {"spec": args.spec, "overrides": list(args.overrides)}
     extra: dict[str, Any] = {} if args.max_retries is None else {"max_retries": args.max_retries}
     options = RunOptions(batch_size=args.batch_size, policy_in_workers=False if args.policy_in_main else None,
                          episode_timeout_s=args.episode_timeout, schedule=args.schedule,
-                         progress=not args.no_progress, shard=shard, resume=args.resume, isolate=args.isolate,
-                         invocation=invocation, fresh_dir=fresh, **extra)
-    if launch is not None:
-        group = Group(launch, Path(out_dir))
-        if launch.rank == 0:
-            say(f"{spec.name}: {launch.world} processes ({group.kind} barrier), one shard each; results in {out_dir}")
-        outcome = run_launched(spec, Path(out_dir), options, launch, group)
-        result = outcome.result
-        say(f"{outcome.tag} shard {launch.shard}: {len(result.records)} episode(s) done "
-            f"({len(result.errors)} error(s)); results in {outcome.shard_dir}")
-        if outcome.merged is None:
-            return 0
-        say(summary_table(outcome.merged.eval_info))
-        say(f"merged {launch.world} shards into {out_dir}")
-        write_report(Path(out_dir))
-        return _exit_code(outcome.merged.errors, len(outcome.merged.records), args.allow_errors)
-    where = "" if shard is None else f" (shard {shard})"
-    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
-        f"results go to {out_dir}{where}")
-    result = evaluate(spec, Path(out_dir), options)
-    _report(result)
-    return _exit_code(result.errors, len(result.records), args.allow_errors)
-
-
-def _report(result: Any) -> None:
-    from runner.results import summary_table
-
-    if result.shard is not None:
-        say(f"shard {result.shard}: its part of every task (merge all shards with `runner merge` for the results):")
-    say(summary_table(result.eval_info))
-    if result.resumed:
-        say(f"resumed: {result.resumed} episode(s) were already done, {result.ran} ran now")
-    if result.workers_replaced:
-        say(f"{result.workers_replaced} worker(s) were replaced after a crash, a hang or a simulator error")
-    if result.ran == 0:
-        say(f"nothing left to run; results in {result.out_dir}")
-        if result.shard is None:
-            write_report(Path(result.out_dir))
-        return
-    where = "worker processes" if result.processes else "this process"
-    policy_where = "run per env" if result.policy_in_workers else "batched in the main process"
-    say(f"batch size {result.batch_size} ({where}; policy {policy_where}); results in {result.out_dir}")
-    if result.batch_reason:
-        say(f"batch size chosen automatically: {result.batch_reason}")
-    if result.render_threads:
-        say(f"software rendering: each worker renders with {result.render_threads} thread(s) (LP_NUM_THREADS)")
-    if result.shard is not None:
-        say(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
-    else:
-        write_report(Path(result.out_dir))
-
-
-def _exit_code(errors: list[Any], total: int, allow_errors: bool) -> int:
-    from runner.errors import EvaluationError
-
-    if errors and not allow_errors:
-        first = errors[0]
-        last_line = (first.error or "").strip().splitlines()[-1] if first.error else "?"
-        raise EvaluationError(f"{len(errors)} of {total} episodes could not be run (recorded as errors, not "
-                              f"failures; outputs written): first: {first.task_key} episode {first.episode_index}: "
-                              f"{last_line}; --allow-errors exits 0 anyway, running the same command again retries "
-                              "them")
+                         progress=not args.no_progress, shard=None if args.shard is None else Shard.parse(args.shard),
+                         resume=args.resume, isolate=args.isolate,
+                         invocation={"spec": args.spec, "overrides": list(args.overrides)}, **extra)
+    run_spec(spec, args.output_dir, options, allow_errors=args.allow_errors, say=say)
     return 0
-
-
-def _newest_run(spec: Any) -> Path:
-    """--resume without --output-dir: the newest outputs/eval/*/*_<name> directory of this spec's hash."""
-    from runner.engine import run_identity
-    from runner.errors import ConfigError
-    from runner.results import RunFileError, read_run_file
-    from runner.results.runfile import spec_hash
-
-    wanted = spec_hash(run_identity(spec))
-    candidates = sorted(Path("outputs", "eval").glob(f"*/*_{spec.name}"), key=_run_dir_order, reverse=True)
-    for candidate in candidates:
-        try:
-            found = read_run_file(candidate)
-        except RunFileError:
-            continue
-        if found is not None and found.hash == wanted and found.shard is None and not found.merged_from:
-            return candidate
-    raise ConfigError(f"--resume: no run of {spec.name!r} with this spec under outputs/eval/ "
-                      f"({len(candidates)} run(s) of that name checked); pass --output-dir")
-
-
-def _run_dir_order(path: Path) -> tuple[str, str, int]:
-    """outputs/eval/<date>/<HH-MM-SS>[-<n>]_<name>: by date, time, then n (runs started in the same second)."""
-    parts = path.name.partition("_")[0].split("-")
-    n = int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else 1
-    return (path.parent.name, "-".join(parts[:3]), n)

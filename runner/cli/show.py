@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-import yaml
-
 from runner.cli.common import HelpFormatter, add_set_option, say
-from runner.spec import load_spec
 
 DESCRIPTION = """\
 Print a spec after `extends` and `--set` overrides, with every default filled in.
@@ -30,6 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from runner.spec import load_spec
+
     data = load_spec(args.spec, args.overrides).to_dict()
     if args.format == "json":
         say(json.dumps(data, indent=2))

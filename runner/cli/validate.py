@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from runner.cli.common import HelpFormatter, add_set_option, say, spec_paths
-from runner.spec import SpecError, load_spec
 
 DESCRIPTION = """\
 Check benchmark specs: YAML, the JSON Schema (schema/benchmark.schema.json), then the rules the schema
@@ -33,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print `PATH: ok` for each valid spec; raise one `SpecError` with the problems of all the others."""
     from runner.install.needs import problems as install_problems
+    from runner.spec import SpecError, load_spec
 
     problems = []
     for path in spec_paths(args.specs):

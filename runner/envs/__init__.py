@@ -1,5 +1,5 @@
 """Env families (`env.type`), one package each: a light descriptor in its `__init__` (runner.adapters: catalog,
-kwargs schema, what it supports and needs) and the adapter that builds envs in its `adapter.py` (the protocol is
+kwargs schema, what it needs) and the adapter that builds envs in its `adapter.py` (the protocol is
 `runner.envs.base`). This package imports nothing heavy: descriptors are read by `runner validate` without a
 simulator.
 """

@@ -4,7 +4,7 @@ statistics in runner.report.stats)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPORT_NAME = "report.html"
@@ -29,4 +29,19 @@ def write_html(dirs: Sequence[Path], out_file: Path, *, compare_two: bool = True
     return Path(out_file)
 
 
-__all__ = ["REPORT_NAME", "write_html"]
+def write_run_report(out_dir: Path, say: Callable[[str], None]) -> None:
+    """report.html into a finished run's directory, then `say` where it is; a report that cannot be written is a
+    warning on stderr, never a failed run (the results are written already)."""
+    import sys
+
+    from runner.errors import RunnerError
+
+    try:
+        path = write_html([out_dir], Path(out_dir) / REPORT_NAME)
+    except (RunnerError, OSError, ValueError) as exc:
+        print(f"runner: warning: report.html not written: {exc}", file=sys.stderr, flush=True)
+        return
+    say(f"report: {path}")
+
+
+__all__ = ["REPORT_NAME", "write_html", "write_run_report"]

@@ -13,6 +13,7 @@ from typing import Any
 from runner.report import plots
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
+from runner.results.formats import interval, pct, reward
 from runner.results.provenance import described
 from runner.text import escape, visible
 
@@ -49,18 +50,6 @@ def e(value: Any) -> str:
 def e_lines(text: str) -> str:
     """`e` for a multi-line text (an error's traceback): its line breaks kept."""
     return html.escape(escape(text[:MAX_ERROR_CHARS], keep_newlines=True), quote=True)
-
-
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v:.1f}"
-
-
-def _ci(stats: dict[str, Any]) -> str:
-    return "–" if stats.get("ci_low") is None else f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}]"
-
-
-def _reward(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}"
 
 
 def render(runs: Sequence[RunResults], out_file: Path, comparison: Comparison | None = None) -> str:
@@ -104,8 +93,8 @@ def _header(run: RunResults, index: int | None) -> str:
         ("env", f"{e(r.labels.get('env', ''))}: {e(r.labels.get('task', ''))}"),
         ("results", f"<code>{e(str(run.path))}</code> — {e(r.state)}"
                     + (f", <b>{run.missing} episodes missing</b>" if run.missing else "")),
-        ("success", f"<b>{overall['n_successes']}/{overall['n_episodes']} = {_pct(overall['pc_success'])} %</b> "
-                    f"{_ci(overall)}" + (f", {overall['n_errors']} errors" if overall["n_errors"] else "")),
+        ("success", f"<b>{overall['n_successes']}/{overall['n_episodes']} = {pct(overall['pc_success'])} %</b> "
+                    f"{interval(overall)}" + (f", {overall['n_errors']} errors" if overall["n_errors"] else "")),
         ("when", e(" → ".join(str(t) for t in (prov.get("started_at"), prov.get("ended_at")) if t) or "unknown")),
         ("wall time", f"{r.eval_s:.1f} s"),
         ("reproduce", f"<code>{e(r.rerun_command(run.path))}</code>"),
@@ -167,13 +156,13 @@ def _success_section(runs: Sequence[RunResults]) -> str:
         text = texts.get(key) or ""
         unreported = "" if t.get("success_reported", True) else " <span class='warn'>env never reported success</span>"
         rows.append(f"<tr><td>{e(key)}</td><td>{e(t['task'])}{unreported}<div class='text'>{e(text)}</div></td>"
-                    f"<td class='num'>{s['n_successes']}/{s['n_episodes']}</td><td class='num'>{_pct(s['pc_success'])}"
-                    f"</td><td class='num'>{_ci(s)}</td><td class='num'>{_reward(s['avg_sum_reward'])}</td>"
+                    f"<td class='num'>{s['n_successes']}/{s['n_episodes']}</td><td class='num'>{pct(s['pc_success'])}"
+                    f"</td><td class='num'>{interval(s)}</td><td class='num'>{reward(s['avg_sum_reward'])}</td>"
                     f"<td class='num'>{s['n_errors']}</td></tr>")
     groups = "".join(
         f"<tr><td>group</td><td>{e(g)}</td><td class='num'>{s['n_successes']}/{s['n_episodes']}</td>"
-        f"<td class='num'>{_pct(s['pc_success'])}</td><td class='num'>{_ci(s)}</td>"
-        f"<td class='num'>{_reward(s['avg_sum_reward'])}</td><td class='num'>{s['n_errors']}</td></tr>"
+        f"<td class='num'>{pct(s['pc_success'])}</td><td class='num'>{interval(s)}</td>"
+        f"<td class='num'>{reward(s['avg_sum_reward'])}</td><td class='num'>{s['n_errors']}</td></tr>"
         for g, s in first.eval_info["per_group"].items()) if _grouped(first) else ""
     caption = " (first run's table)" if len(runs) > 1 else ""
     return (f"<h2>Success per task</h2><div class='plot'>{svg}</div><h3>Per task{caption}</h3>"
@@ -188,7 +177,7 @@ def _leaderboard(runs: Sequence[RunResults]) -> str:
     columns = [_stats_rows(r, first) for r in runs]
     labels = [label for label, _, _ in _task_rows(first)]
     for i, label in enumerate(labels):
-        cells = "".join(f"<td class='num'>{'–' if c[i] is None else _pct(c[i]['pc_success'])}</td>" for c in columns)
+        cells = "".join(f"<td class='num'>{'–' if c[i] is None else pct(c[i]['pc_success'])}</td>" for c in columns)
         lines.append(f"<tr><td>{e(label)}</td>{cells}</tr>")
     return f"<h2>Leaderboard (success %)</h2><table><tr><th>task</th>{head}</tr>{''.join(lines)}</table>"
 
@@ -208,8 +197,8 @@ def _episode_grid(run: RunResults, suffix: str, k: int) -> str:
             css = "e" if not r.ok else "s" if r.success else "f"
             tip = (f"episode {i} · seed {r.seed} · " + (f"error: {visible(r.error or '', 200)}" if not r.ok else
                    f"{'success' if r.success else 'failure'} · {r.steps} steps · "
-                   f"sum reward {_reward(_finite(r.sum_reward))}"
-                   f" · max reward {_reward(_finite(r.max_reward))}"))
+                   f"sum reward {reward(_finite(r.sum_reward))}"
+                   f" · max reward {reward(_finite(r.max_reward))}"))
             mark = f"<a href='#v{k}-{e(t.key)}-{i}'>▶</a>" if r.key in run.videos else ""
             cells.append(f"<td class='{css}' title='{e(tip)}'>{mark}</td>")
         lines.append(f"<tr><th>{e(t.key)} {e(plots._short(t.name, 30))}</th>{''.join(cells)}</tr>")

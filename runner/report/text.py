@@ -7,6 +7,7 @@ from typing import Any
 
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
+from runner.results.formats import interval, pct, reward
 from runner.results.provenance import described
 from runner.text import visible
 
@@ -21,13 +22,7 @@ def _md(value: Any, limit: int = 200) -> str:
 
 
 def _pct(stats: dict[str, Any] | None) -> str:
-    if stats is None or stats.get("pc_success") is None:
-        return "–"
-    return f"{stats['pc_success']:.1f}"
-
-
-def _ci(stats: dict[str, Any]) -> str:
-    return "–" if stats.get("ci_low") is None else f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}]"
+    return pct(None if stats is None else stats.get("pc_success"))
 
 
 def markdown(runs: Sequence[RunResults], comparison: Comparison | None = None) -> str:
@@ -35,7 +30,7 @@ def markdown(runs: Sequence[RunResults], comparison: Comparison | None = None) -
     for run in runs:
         o = run.eval_info["overall"]
         lines += [f"### {_md(run.run.spec_name)}: {_md(run.name)}", "",
-                  f"**{o['n_successes']}/{o['n_episodes']} = {_pct(o)} %** {_ci(o)} (Wilson 95 %)"
+                  f"**{o['n_successes']}/{o['n_episodes']} = {_pct(o)} %** {interval(o)} (Wilson 95 %)"
                   + (f", {o['n_errors']} errors" if o["n_errors"] else "")
                   + (f", **{run.missing} episodes missing ({_md(run.run.state)})**" if run.missing else "")
                   + f"; {run.run.eval_s:.0f} s", "", provenance_line(run.run.provenance), ""]
@@ -44,12 +39,12 @@ def markdown(runs: Sequence[RunResults], comparison: Comparison | None = None) -
                       "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
             for t in run.eval_info["per_task"]:
                 s = t["aggregated"]
-                reward = "–" if s["avg_sum_reward"] is None else f"{s['avg_sum_reward']:.2f}"
                 lines.append(f"| {_md(t['task_group'])}\\_{t['task_id']} | {_md(t['task'])} | "
-                             f"{s['n_successes']}/{s['n_episodes']} | {_pct(s)} | {_ci(s)} | {reward} | "
+                             f"{s['n_successes']}/{s['n_episodes']} | {_pct(s)} | {interval(s)} | "
+                             f"{reward(s['avg_sum_reward'])} | "
                              f"{s['n_errors']} |")
             for g, s in run.eval_info["per_group"].items():
-                lines.append(f"| group | {_md(g)} | {s['n_successes']}/{s['n_episodes']} | {_pct(s)} | {_ci(s)} | | |")
+                lines.append(f"| group | {_md(g)} | {s['n_successes']}/{s['n_episodes']} | {_pct(s)} | {interval(s)} | | |")
             lines.append("")
     if len(runs) > 1:
         first = runs[0]

@@ -16,14 +16,14 @@ from runner.results.outputs import (
     EVAL_INFO_NAME,
     METRICS_NAME,
     OutputValidationError,
-    default_output_dir,
     validate_outputs,
     video_relpath,
     write_json_atomic,
     write_outputs,
 )
+from runner.results.locations import default_run_dir
 from runner.results.records import ERROR, OK, EpisodeRecord
-from runner.results.report import Progress, summary_table
+from runner.results.terminal import Progress, summary_table
 from runner.results.runfile import RUN_NAME, RunFile, RunFileError, Shard, read_run_file, spec_changes, write_run_file
 from runner.results.video import VideoWriter
 
@@ -47,7 +47,7 @@ __all__ = [
     "VideoWriter",
     "build_eval_info",
     "build_metrics",
-    "default_output_dir",
+    "default_run_dir",
     "load_ledger",
     "merge_records",
     "read_ledger",

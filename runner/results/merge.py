@@ -31,6 +31,7 @@ from typing import Any
 from runner.errors import RunnerError
 from runner.results.coverage import Coverage, Key, cover, describe_keys, refusals
 from runner.results.ledger import LEDGER_NAME, load_ledger
+from runner.results.locations import shards_parent
 from runner.results.outputs import EVAL_INFO_NAME, METRICS_NAME, OutputError, write_outputs, write_text_atomic
 from runner.results.records import EpisodeRecord
 from runner.results.rundir import lock, max_records
@@ -86,7 +87,7 @@ def merge(dirs: Sequence[Path], out_dir: Path | None, *, merged_from: Sequence[s
     if problems:
         raise MergeError("merge: " + "\n  ".join(problems) + "\nnothing was written")
     if out_dir is None:
-        out_dir = default_output_dir(dirs)
+        out_dir = shards_parent(dirs)
         if out_dir is None:
             raise MergeError("merge: the directories are not shard-<i>-of-<N> subdirectories of one parent; "
                              "pass --output-dir")
@@ -167,15 +168,6 @@ def missing_report(coverage: Coverage, sources: Sequence[Source]) -> list[str]:
                 lines.append(f"  {source.path} is incomplete (state: {source.run.state}); resume it with:")
                 lines.append(f"    {source.run.rerun_command(source.path)}")
     return [visible(line, 2000) for line in lines]
-
-
-def default_output_dir(dirs: Sequence[Path]) -> Path | None:
-    """The common parent when every directory is a `shard-<i>-of-<N>` of it (distributed launches); else None."""
-    paths = [Path(d).resolve() for d in dirs]
-    parents = {p.parent for p in paths}
-    if len(parents) == 1 and all(Shard.from_dirname(p.name) is not None for p in paths):
-        return Path(dirs[0]).parent
-    return None
 
 
 def _check_output_dir(out_dir: Path, sources: Sequence[Source]) -> None:
@@ -286,4 +278,4 @@ def _commit(stage: Path, out_dir: Path, videos: Sequence[str]) -> None:
                          f"{exc.strerror or exc}") from None
 
 
-__all__ = ["MergeError", "Merged", "Source", "default_output_dir", "merge", "missing_report"]
+__all__ = ["MergeError", "Merged", "Source", "merge", "missing_report"]

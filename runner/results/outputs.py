@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +107,6 @@ def write_outputs(
     write_json_atomic(out_dir / EVAL_INFO_NAME, eval_info)
     write_json_atomic(out_dir / METRICS_NAME, metrics)
     return eval_info, metrics
-
-
-def default_output_dir(spec_name: str, now: datetime | None = None) -> Path:
-    """`outputs/eval/<YYYY-MM-DD>/<HH-MM-SS>_<name>` (relative to the working directory), as LeRobot."""
-    now = now or datetime.now()
-    return Path("outputs") / "eval" / now.strftime("%Y-%m-%d") / f"{now.strftime('%H-%M-%S')}_{spec_name}"
 
 
 # ── checking an output directory ────────────────────────────────────────────────────────────────────
@@ -220,7 +213,6 @@ __all__ = [
     "METRICS_NAME",
     "OutputError",
     "OutputValidationError",
-    "default_output_dir",
     "dumps",
     "validate_outputs",
     "video_relpath",

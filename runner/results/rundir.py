@@ -35,6 +35,7 @@ from runner.errors import ConfigError, EvaluationError, Interrupted, RunnerError
 from runner.results.aggregate import build_eval_info, build_metrics
 from runner.results.coverage import VIDEOS_DIR, Coverage, cover, describe_keys, refusals
 from runner.results.ledger import LEDGER_NAME, Ledger, load_ledger
+from runner.results.locations import claim, make_dirs
 from runner.results.outputs import OutputError, write_outputs
 from runner.results.records import EpisodeRecord
 from runner.results.runfile import (
@@ -135,9 +136,9 @@ class RunDir:
         "running" and open the ledger. Leaving without `finish()` records the session as interrupted (a
         signal, Ctrl-C) or failed (anything else); every finished episode stays in the ledger."""
         if self.fresh:
-            self.path = _claim(self.path)
+            self.path = claim(self.path)
         else:
-            _mkdir(self.path)
+            make_dirs(self.path)
         with lock(self.path):
             prior = self.inspect(resume) if not self.fresh else Prior(None, None)
             run = self.run
@@ -260,30 +261,6 @@ class _Recorder:
             except BaseException as exc:  # reported to the main thread
                 self.error = exc
                 return
-
-
-def _mkdir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot create the output directory {visible(path, 200)}: {exc.strerror or exc}") from None
-
-
-def _claim(path: Path) -> Path:
-    """`path` created new, or the first of `<time>-2_<name>`, `<time>-3_<name>`, ... that is (see the docstring)."""
-    _mkdir(path.parent)
-    stem, sep, name = path.name.partition("_")
-    for n in range(1, 1000):
-        candidate = path if n == 1 else path.with_name(f"{stem}-{n}{sep}{name}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise OutputError(f"cannot create the output directory {visible(candidate, 200)}: "
-                              f"{exc.strerror or exc}") from None
-    raise OutputError(f"cannot find a free output directory next to {visible(path, 200)}; pass --output-dir")
 
 
 @contextlib.contextmanager

@@ -148,7 +148,7 @@ def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], pro
                     f"unknown {env_type} camera {name!r} (known: {', '.join(family.cameras)})",
                     did_you_mean(name, family.cameras), at_key=True)
     rules = [k for k, v in env["success"].items() if v not in (None, False)]
-    if rules and "success" not in family.supports:
+    if rules and not family.success_rules:
         add(("env", "success"), f"{family.title or env_type} envs report success themselves; env.success is for "
                                 "envs that do not (env type gym)", at_key=True)
     elif len(rules) > 1:

@@ -194,5 +194,5 @@ FAMILY = EnvFamily(
     kwargs_schema={"type": "object", "properties": {TEXT_KWARG: {"type": "string", "maxLength": 2000}}},
     check=check,
     needs_for=needs_for,
-    supports=("success",),
+    success_rules=True,
 )

@@ -63,5 +63,4 @@ FAMILY = EnvFamily(
     pixel_names=pixel_names,
     needs=Needs(("hf-libero", "mujoco"), "add install.extras: [libero]", apt=("cmake", "make", "g++"),
                 renders_with_mujoco=True),
-    supports=("prepare", "preflight"),
 )

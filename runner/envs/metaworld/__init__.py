@@ -49,5 +49,4 @@ FAMILY = EnvFamily(
     cameras=METAWORLD_CAMERAS,
     pixel_names=pixel_names,
     needs=Needs(("metaworld", "mujoco"), "add install.extras: [metaworld]", renders_with_mujoco=None),
-    supports=("preload",),
 )

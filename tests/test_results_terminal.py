@@ -7,7 +7,7 @@ import math
 
 from runner.results.aggregate import build_eval_info
 from runner.results.records import ERROR, EpisodeRecord
-from runner.results.report import Progress, summary_table
+from runner.results.terminal import Progress, summary_table
 from runner.tasks import TaskRef
 
 TASKS = [

@@ -7,21 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from runner.results.formats import interval, pct, reward
 from runner.results.records import EpisodeRecord
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
-
-
-def _ci(stats: dict[str, Any]) -> str:
-    if stats["ci_low"] is None:
-        return "-"
-    return f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}]"
-
-
-def _reward(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
 
 
 def _row(label: str, task: str, stats: dict[str, Any]) -> list[str]:
@@ -29,9 +16,9 @@ def _row(label: str, task: str, stats: dict[str, Any]) -> list[str]:
         label,
         task,
         f"{stats['n_successes']}/{stats['n_episodes']}",
-        _pct(stats["pc_success"]),
-        _ci(stats),
-        _reward(stats["avg_sum_reward"]),
+        pct(stats["pc_success"], "-"),
+        interval(stats, "-"),
+        reward(stats["avg_sum_reward"], "-"),
         str(stats["n_errors"]),
     ]
 
@@ -155,7 +142,7 @@ class Progress:
         else:
             self.errors += 1
         if self._bar is not None:
-            postfix = {"success": f"{_pct(self.success_rate)}%"}
+            postfix = {"success": f"{pct(self.success_rate, '-')}%"}
             if self.errors:
                 postfix["errors"] = str(self.errors)
             self._bar.set_postfix(postfix, refresh=False)
@@ -174,7 +161,7 @@ class Progress:
         pc = 100.0 * self.done / self.total if self.total else 100.0
         parts = [
             f"{self._prefix} {self.done}/{self.total} episodes ({pc:.0f}%)",
-            f"success {_pct(self.success_rate)}%",
+            f"success {pct(self.success_rate, '-')}%",
         ]
         if self.errors:
             parts.append(f"errors {self.errors}")

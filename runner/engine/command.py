@@ -1,0 +1,100 @@
+"""`runner run` below the command line: where the results go, this process's run or a launch's rank (merged on
+rank 0), report.html, what the run's end looks like, and whether its outcome is an error. The CLI parses the
+arguments and prints what `say` is given."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from runner.engine.distributed import Group, detect, run_launched
+from runner.engine.evaluation import EvalResult, RunOptions, evaluate
+from runner.errors import ConfigError, EvaluationError
+from runner.report import write_run_report
+from runner.results import summary_table
+from runner.results.locations import default_run_dir, newest_run
+from runner.results.runfile import spec_hash
+from runner.spec import Spec
+from runner.spec.derived import run_identity
+
+Say = Callable[[str], None]
+
+
+def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_errors: bool, say: Say) -> None:
+    """Run the spec (this process, or one rank of `accelerate launch` / `torchrun`) into `output_dir` (None: the
+    default directory, or with `options.resume` the newest run of this spec); EvaluationError when episodes could
+    not be run and `allow_errors` is false."""
+    launch = detect() if options.shard is None else None
+    if launch is not None and output_dir is None:
+        raise ConfigError(f"a launch of {launch.world} processes needs --output-dir (every rank must use the same)")
+    if output_dir is None and options.resume:
+        output_dir = newest_run(spec.name, spec_hash(run_identity(spec)))
+    # The default name is created new: never resumed, never shared with another run.
+    options = dataclasses.replace(options, fresh_dir=output_dir is None)
+    out_dir = Path(output_dir or default_run_dir(spec.name))
+    if launch is not None:
+        group = Group(launch, out_dir)
+        if launch.rank == 0:
+            say(f"{spec.name}: {launch.world} processes ({group.kind} barrier), one shard each; results in {out_dir}")
+        outcome = run_launched(spec, out_dir, options, launch, group)
+        result = outcome.result
+        say(f"{outcome.tag} shard {launch.shard}: {len(result.records)} episode(s) done "
+            f"({len(result.errors)} error(s)); results in {outcome.shard_dir}")
+        if outcome.merged is None:
+            return
+        say(summary_table(outcome.merged.eval_info))
+        say(f"merged {launch.world} shards into {out_dir}")
+        write_run_report(out_dir, say)
+        check_errors(outcome.merged.errors, len(outcome.merged.records), allow_errors)
+        return
+    where = "" if options.shard is None else f" (shard {options.shard})"
+    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
+        f"results go to {out_dir}{where}")
+    result = evaluate(spec, out_dir, options)
+    for line in summary(result):
+        say(line)
+    if result.shard is None:
+        write_run_report(Path(result.out_dir), say)
+    check_errors(result.errors, len(result.records), allow_errors)
+
+
+def summary(result: EvalResult) -> list[str]:
+    """What a finished run says: its table, then how it ran."""
+    lines = []
+    if result.shard is not None:
+        lines.append(f"shard {result.shard}: its part of every task (merge all shards with `runner merge` for the "
+                     "results):")
+    lines.append(summary_table(result.eval_info))
+    if result.resumed:
+        lines.append(f"resumed: {result.resumed} episode(s) were already done, {result.ran} ran now")
+    if result.workers_replaced:
+        lines.append(f"{result.workers_replaced} worker(s) were replaced after a crash, a hang or a simulator error")
+    if result.ran == 0:
+        return [*lines, f"nothing left to run; results in {result.out_dir}"]
+    where = "worker processes" if result.processes else "this process"
+    policy_where = "run per env" if result.policy_in_workers else "batched in the main process"
+    lines.append(f"batch size {result.batch_size} ({where}; policy {policy_where}); results in {result.out_dir}")
+    if result.batch_reason:
+        lines.append(f"batch size chosen automatically: {result.batch_reason}")
+    if result.render_threads:
+        lines.append(f"software rendering: each worker renders with {result.render_threads} thread(s) "
+                     "(LP_NUM_THREADS)")
+    if result.shard is not None:
+        lines.append(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
+    return lines
+
+
+def check_errors(errors: Sequence[Any], total: int, allow_errors: bool) -> None:
+    """EvaluationError naming the first episode that could not be run, unless `allow_errors`."""
+    if errors and not allow_errors:
+        first = errors[0]
+        last_line = (first.error or "").strip().splitlines()[-1] if first.error else "?"
+        raise EvaluationError(f"{len(errors)} of {total} episodes could not be run (recorded as errors, not "
+                              f"failures; outputs written): first: {first.task_key} episode {first.episode_index}: "
+                              f"{last_line}; --allow-errors exits 0 anyway, running the same command again retries "
+                              "them")
+
+
+__all__ = ["check_errors", "run_spec", "summary"]
