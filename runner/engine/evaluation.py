@@ -42,12 +42,12 @@ from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile,
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
 from runner.spec.derived import policy_label, run_identity
+from runner.spec.limits import MAX_BATCH_SIZE
 from runner.spec.model import thaw
 
 DEFAULT_TIMEOUT_BASE_S = 300.0
 DEFAULT_TIMEOUT_PER_STEP_S = 2.0
 DEFAULT_MAX_RETRIES = 2
-MAX_BATCH_SIZE = 1024  # as schema/benchmark.schema.json's eval.batch_size
 MAX_RETRIES = 100
 MAX_ERROR_CHARS = 4000  # of an error message kept in the ledger
 

@@ -65,9 +65,6 @@ class ProcessSlot:
     def has_reply(self) -> bool:
         return self.conn.poll()
 
-    def alive(self) -> bool:
-        return self.process.is_alive()
-
     def _lost_reason(self, what: str) -> str:
         self.process.join(timeout=1.0)
         code = self.process.exitcode
@@ -138,9 +135,6 @@ class InlineSlot:
 
     def has_reply(self) -> bool:
         return self._reply is not None
-
-    def alive(self) -> bool:
-        return True
 
     def lost_reason(self) -> str:
         return f"in-process slot {self.index} failed"

@@ -37,7 +37,6 @@ AGENT_POS = "agent_pos"
 ENV_STATE = "environment_state"
 OBSERVATION_KEYS = (PIXELS, AGENT_POS, ENV_STATE)
 
-Observation = dict[str, Any]
 
 
 class TaskEnv(gym.Env):

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
 from runner.adapters import Needs, env_family, policy_type
+from runner.distributions import requirements
 from runner.install.plan import InstallPlan, python_tuple
 from runner.spec import Spec
 from runner.spec.model import thaw
@@ -65,21 +65,10 @@ def result_distributions(spec: Spec) -> tuple[str, ...]:
 def _with_requirements(names: Sequence[str]) -> tuple[str, ...]:
     """runner's core, `names` and, for those installed, their direct requirements (markers evaluated here, extras
     left out), each once, by canonical name."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     out = dict.fromkeys(canonicalize_name(n) for n in (*CORE_DISTRIBUTIONS, *names))
-    for name in [canonicalize_name(n) for n in names]:
-        try:
-            requires = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue
-        for line in requires:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                out.setdefault(canonicalize_name(requirement.name))
+    for name in names:
+        for requirement in requirements(name):
+            out.setdefault(requirement)
     return tuple(out)
 
 

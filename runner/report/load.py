@@ -35,10 +35,6 @@ class RunResults:
     def name(self) -> str:
         return self.run.labels.get("policy") or self.run.spec_name
 
-    @property
-    def complete(self) -> bool:
-        return self.missing == 0
-
 
 def load_run(path: Path) -> RunResults:
     where = visible(path, 200)

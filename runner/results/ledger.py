@@ -169,10 +169,6 @@ class Ledger:
             f.flush()
             os.fsync(f.fileno())
 
-    @property
-    def closed(self) -> bool:
-        return self._fd is None
-
     def append(self, record: EpisodeRecord) -> None:
         """Write one line, unbuffered, then fsync. A failed write (disk full, file too large) is undone:
         the file is cut back to its previous end, so the ledger never holds half a record."""

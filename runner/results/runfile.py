@@ -29,7 +29,6 @@ from runner.text import visible
 RUN_NAME = "run.json"
 FORMAT = 1
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
-STATES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
 MAX_SHARDS = 100_000
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SHARD_DIR = re.compile(r"^shard-(\d+)-of-(\d+)$")

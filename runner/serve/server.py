@@ -45,10 +45,10 @@ from runner.serve.batcher import Batcher, Request
 from runner.serve.stats import ServerStats
 from runner.spec import Spec
 from runner.spec.derived import policy_label
+from runner.spec.limits import MAX_BATCH_SIZE
 from runner.tasks import TaskRef
 
 MIB = 1024 * 1024
-MAX_BATCH = 1024
 MAX_CAMERAS = 32
 ARRAY_KEYS = (AGENT_POS, ENV_STATE)
 TEXT_KEYS = ("task", "prompt")
@@ -71,8 +71,8 @@ class ServeOptions:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be 0..65535, not {self.port}")
-        if not 1 <= self.max_batch <= MAX_BATCH:
-            raise ConfigError(f"--max-batch must be 1..{MAX_BATCH}, not {self.max_batch}")
+        if not 1 <= self.max_batch <= MAX_BATCH_SIZE:
+            raise ConfigError(f"--max-batch must be 1..{MAX_BATCH_SIZE}, not {self.max_batch}")
         if not 0 <= self.max_wait_ms <= 60_000:
             raise ConfigError(f"--max-wait-ms must be 0..60000, not {self.max_wait_ms}")
         if not 0 < self.max_message_mb <= 4096:
@@ -119,7 +119,6 @@ class Client:
     slot: int | None = None  # its policy slot, from its first episode start (or observation)
     in_episode: bool = False
     busy: bool = False  # a request is being answered
-    episodes: int = 0
 
 
 @dataclass
@@ -294,7 +293,6 @@ class PolicyServer:
 
         await asyncio.get_running_loop().run_in_executor(self.executor, call)
         client.in_episode = True
-        client.episodes += 1
 
     async def _release(self, slot: int) -> None:
         try:

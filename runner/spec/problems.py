@@ -11,8 +11,6 @@ from runner.text import cut, escape
 
 MAX_PATH_ECHO = 200  # characters of a dotted key in a message
 
-Path_ = tuple  # a path into the document: keys (str) and list indices (int)
-
 
 @dataclass(frozen=True, order=True)
 class Pos:

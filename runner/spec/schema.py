@@ -7,31 +7,14 @@ import functools
 import json
 import re
 import unicodedata
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from runner.spec.limits import schema
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.yamlload import Document
 from runner.text import visible
-
-SCHEMA_FILE = "benchmark.schema.json"
-
-
-def _schema_path() -> Path:
-    """schema/ at the repo root in a checkout; the copy packaged inside `runner` otherwise."""
-    repo = Path(__file__).resolve().parents[2] / "schema" / SCHEMA_FILE
-    if repo.is_file():
-        return repo
-    return Path(str(resources.files("runner") / "_schema" / SCHEMA_FILE))
-
-
-@functools.cache
-def schema() -> dict[str, Any]:
-    return json.loads(_schema_path().read_text(encoding="utf-8"))
-
 
 def _is_integer(checker: Any, value: Any) -> bool:
     """JSON Schema counts 1.0 as an integer; a spec may not (it would reach the code as a float)."""

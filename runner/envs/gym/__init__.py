@@ -132,40 +132,12 @@ def module_distribution(env_id: str) -> str | None:
     return None
 
 
-def depends_on(dist: str, target: str) -> bool:
-    """Whether the installed distribution `dist` requires `target`, directly or through its dependencies."""
-    from importlib import metadata
-
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    seen: set[str] = set()
-    todo = [canonicalize_name(dist)]
-    while todo:
-        name = todo.pop()
-        if name == canonicalize_name(target):
-            return True
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            requires = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue
-        for line in requires:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(canonicalize_name(requirement.name))
-    return False
-
-
 def renders_with_mujoco(env_id: str) -> bool | None:
     """True: the id's env renders with MuJoCo at every step (a package `module:Id` built on MuJoCo, e.g. gym-aloha
     through dm_control: runner cannot tell whether its observations are images); None: when the run renders
     (Gymnasium's own MuJoCo envs); False: never."""
+    from runner.distributions import depends_on
+
     dist = module_distribution(env_id)
     if dist is not None and depends_on(dist, "mujoco"):
         return True

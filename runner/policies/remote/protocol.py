@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from runner.policies.base import EpisodeStart
+from runner.spec.limits import MAX_BATCH_SIZE
 from runner.tasks import TaskRef
 
 PROTOCOL = 1
@@ -71,7 +72,7 @@ def parse_episode_start(message: Mapping[str, Any], slot: int) -> EpisodeStart:
         episode_index=_int(message, "__episode_index__", 0, 0, 10**9),
         seed=_int(message, "__seed__", 0, 0, 2**63 - 1),
         action_space=decode_space(message.get("__action_space__")),
-        n_slots=_int(message, "__n_slots__", 1, 1, 1024),
+        n_slots=_int(message, "__n_slots__", 1, 1, MAX_BATCH_SIZE),
     )
 
 

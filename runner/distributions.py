@@ -1,0 +1,43 @@
+"""Installed Python distributions, read from their metadata (nothing is imported)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+
+def requirements(name: str) -> list[str]:
+    """The canonical names an installed distribution requires directly (markers evaluated here, extras left out);
+    [] when it is not installed."""
+    try:
+        lines = metadata.requires(name) or []
+    except metadata.PackageNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            out.append(canonicalize_name(requirement.name))
+    return out
+
+
+def depends_on(name: str, target: str) -> bool:
+    """Whether the installed distribution `name` requires `target`, directly or through its dependencies."""
+    seen: set[str] = set()
+    todo = [canonicalize_name(name)]
+    while todo:
+        current = todo.pop()
+        if current == canonicalize_name(target):
+            return True
+        if current not in seen:
+            seen.add(current)
+            todo.extend(requirements(current))
+    return False
+
+
+__all__ = ["depends_on", "requirements"]
