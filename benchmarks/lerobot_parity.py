@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tests"))  # helpers, which lerobot_testlib imports
 sys.path.insert(0, str(HERE.parent / "tests" / "lerobot"))
 
 from lerobot_testlib import run_lerobot_eval, run_runner  # noqa: E402

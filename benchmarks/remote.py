@@ -66,7 +66,7 @@ def describe(name: str, run: dict[str, Any], local: dict[str, Any] | None = None
 
 def compare(workload: str, spec: str, sets: list[str], widths: list[int], *, local_python: str, client_python: str,
             server_python: str, tmp: Path) -> None:
-    from conftest import start_server
+    from helpers import start_server
 
     print(f"\n== {workload}")
     server = start_server(spec, *sets, python=server_python, log_dir=tmp, args=("--log-every", "0"))

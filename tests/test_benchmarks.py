@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow

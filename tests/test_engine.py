@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
-import yaml
 
 from runner.engine import RunOptions, auto_batch_size, evaluate, make_plan
 from runner.engine.plan import render_threads
@@ -22,21 +23,8 @@ pytest.importorskip("metaworld")
 pytestmark = pytest.mark.filterwarnings("ignore:Constant")
 
 
-def write_spec(tmp_path: Path, *, task: str = "push-v3,reach-v3", policy: dict | None = None, n: int = 3,
-               videos: int = 0, max_steps: int | None = None, async_envs: bool = True, name: str = "t",
-               schedule: str | None = None) -> Path:
-    data = {
-        "name": name,
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "metaworld", "task": task, "max_steps": max_steps},
-        "policy": policy or {"type": "scripted"},
-        "eval": {"n_episodes": n, "batch_size": 0, "use_async_envs": async_envs, "seed": 1000, "videos": videos},
-    }
-    if schedule is not None:
-        data["eval"]["schedule"] = schedule
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+# Meta-World push-v3,reach-v3, the scripted experts, 3 episodes a task, batch size auto, async envs
+write_spec = functools.partial(helpers.write_spec, policy={"type": "scripted"}, n=3, batch_size=0, use_async_envs=True)
 
 
 def run(spec_path: Path, out: Path, **options):
@@ -133,7 +121,7 @@ def test_same_episodes_whatever_the_batch_size(tmp_path, policy, max_steps):
 @pytest.mark.slow
 def test_in_process_slots_give_the_same_episodes(tmp_path):
     spec_async = write_spec(tmp_path, task="reach-v3", n=4, name="a")
-    spec_sync = write_spec(tmp_path, task="reach-v3", n=4, async_envs=False, name="s")
+    spec_sync = write_spec(tmp_path, task="reach-v3", n=4, use_async_envs=False, name="s")
     a = run(spec_async, tmp_path / "a", batch_size=2)
     s = run(spec_sync, tmp_path / "s", batch_size=2)
     assert a.processes and not s.processes
@@ -195,7 +183,7 @@ def test_actions_decided_ahead_are_stepped_in_one_request(tmp_path):
             log = tmp_path / f"{label}.calls"
             policy = {"type": "python", "path": "tests.policies_for_tests:chunk_queue",
                       "kwargs": {"replan": 4, "ahead": ahead, "out": str(log)}}
-            spec = write_spec(tmp_path, task="reach-v3", policy=policy, n=3, max_steps=22, async_envs=async_envs,
+            spec = write_spec(tmp_path, task="reach-v3", policy=policy, n=3, max_steps=22, use_async_envs=async_envs,
                               name=label)
             result = run(spec, tmp_path / label, batch_size=2)
             assert result.processes == async_envs

@@ -9,15 +9,14 @@ stops the run at once with one message and an intact ledger, which a later run r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
+from helpers import eval_info_of, one_error_line, runner_cli, write_spec
 
 from runner.engine import RunOptions, evaluate
 from runner.errors import EvaluationError
@@ -27,31 +26,20 @@ from runner.spec import load_spec
 pytest.importorskip("mujoco")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 ENV_TASK = "tests.test_fault_envs:Faulty-v0"
 N = 4  # episodes; seeds 1000..1003
 MAX_STEPS = 15
 
 
-def write_spec(tmp_path: Path, name: str = "f", *, fault: str = "none", seeds: list[int] | None = (),
-               once: bool = False, policy: dict | None = None, n: int = N) -> Path:
+def faulty_spec(tmp_path: Path, name: str = "f", *, fault: str = "none", seeds: list[int] | None = (),
+                once: bool = False, policy: dict | None = None, n: int = N) -> Path:
+    """TMP_PATH/NAME/NAME.yaml: the faulty env (fault on `seeds`, all if None; `once`: on the first attempt only)."""
     kwargs: dict = {"fault": fault, "seeds": None if seeds is None else list(seeds)}
     if once:
         kwargs["once_dir"] = str(tmp_path / f"{name}-markers")
         (tmp_path / f"{name}-markers").mkdir(exist_ok=True)
-    data = {
-        "name": name,
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "gym", "task": ENV_TASK, "max_steps": MAX_STEPS, "kwargs": kwargs},
-        "policy": policy or {"type": "random"},
-        "eval": {"n_episodes": n, "batch_size": 2, "seed": 1000, "videos": 0},
-    }
-    directory = tmp_path / name
-    directory.mkdir(exist_ok=True)
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    env = {"type": "gym", "task": ENV_TASK, "max_steps": MAX_STEPS, "kwargs": kwargs}
+    return write_spec(tmp_path, name=name, folder=name, env=env, policy=policy, n=n)
 
 
 def run(spec: Path, out: Path, **options):
@@ -69,7 +57,7 @@ def outcomes(records) -> dict:
 def reference(tmp_path_factory) -> dict:
     """The fault-free episodes (fault: none), run once."""
     tmp = tmp_path_factory.mktemp("reference")
-    result, warnings = run(write_spec(tmp, "ref"), tmp / "out")
+    result, warnings = run(faulty_spec(tmp, "ref"), tmp / "out")
     assert not warnings and len(result.records) == N and not result.errors
     return outcomes(result.records)
 
@@ -79,7 +67,7 @@ def reference(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("fault", ["segfault", "exit", "raise"])
 def test_transient_fault_is_retried_and_changes_nothing(tmp_path, reference, fault):
-    spec = write_spec(tmp_path, fault=fault, seeds=[1001, 1003], once=True)
+    spec = faulty_spec(tmp_path, fault=fault, seeds=[1001, 1003], once=True)
     start = time.perf_counter()
     result, warnings = run(spec, tmp_path / "out")
     wall = time.perf_counter() - start
@@ -99,7 +87,7 @@ def test_transient_fault_is_retried_and_changes_nothing(tmp_path, reference, fau
     ("raise_reset", "the simulator raised RuntimeError: injected reset failure (seed 1002)"),
 ])
 def test_deterministic_fault_is_recorded_as_an_error_and_the_run_completes(tmp_path, reference, fault, reason):
-    spec = write_spec(tmp_path, fault=fault, seeds=[1002])
+    spec = faulty_spec(tmp_path, fault=fault, seeds=[1002])
     result, warnings = run(spec, tmp_path / "out", max_retries=1)
     [error] = result.errors
     assert error.key == ("gym", 0, 2) and error.status == "error" and not error.success
@@ -116,7 +104,7 @@ def test_deterministic_fault_is_recorded_as_an_error_and_the_run_completes(tmp_p
 
 
 def test_hung_worker_is_killed_after_the_timeout(tmp_path, reference):
-    spec = write_spec(tmp_path, fault="hang", seeds=[1001])
+    spec = faulty_spec(tmp_path, fault="hang", seeds=[1001])
     start = time.perf_counter()
     result, warnings = run(spec, tmp_path / "out", max_retries=1, episode_timeout_s=1.5)
     wall = time.perf_counter() - start
@@ -132,14 +120,14 @@ def test_hung_worker_is_killed_after_the_timeout(tmp_path, reference):
 
 def test_in_process_slot_retries_a_simulator_exception(tmp_path, reference):
     """Batch size 1 runs in this process: a simulator exception still rebuilds the env and retries."""
-    spec = write_spec(tmp_path, fault="raise", seeds=[1000], once=True)
+    spec = faulty_spec(tmp_path, fault="raise", seeds=[1000], once=True)
     result, warnings = run(spec, tmp_path / "out", batch_size=1)
     assert not result.processes and not result.errors
     assert outcomes(result.records) == reference and len(warnings) == 1
 
 
 def test_isolate_runs_a_single_env_in_a_worker(tmp_path, reference):
-    spec = write_spec(tmp_path, fault="segfault", seeds=[1000], once=True)
+    spec = faulty_spec(tmp_path, fault="segfault", seeds=[1000], once=True)
     result, _ = run(spec, tmp_path / "out", batch_size=1, isolate=True)
     assert result.processes and result.batch_size == 1 and not result.errors
     assert outcomes(result.records) == reference
@@ -147,7 +135,7 @@ def test_isolate_runs_a_single_env_in_a_worker(tmp_path, reference):
 
 def test_a_broken_setup_stops_early(tmp_path):
     """Every episode segfaults: after 3 episodes out of attempts (and none succeeded) the run stops."""
-    spec = write_spec(tmp_path, fault="segfault", seeds=None, n=10)
+    spec = faulty_spec(tmp_path, fault="segfault", seeds=None, n=10)
     with pytest.raises(EvaluationError, match="the first 3 episodes to run all failed and none succeeded"):
         run(spec, tmp_path / "out", max_retries=1)
     contents = load_ledger(tmp_path / "out" / "episodes.jsonl")
@@ -158,20 +146,18 @@ def test_a_broken_setup_stops_early(tmp_path):
 # ── the CLI: summary, exit codes, resume of errors, a policy that raises ─────────────────────────────
 
 
-def runner(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+runner = functools.partial(runner_cli, timeout=120)  # runner(*ARGS)
 
 
 def test_cli_reports_errors_separately_and_resume_retries_them(tmp_path):
-    spec = write_spec(tmp_path, fault="segfault", seeds=[1002])
+    spec = faulty_spec(tmp_path, fault="segfault", seeds=[1002])
     out = tmp_path / "out"
     proc = runner("run", str(spec), "--output-dir", str(out), "--max-retries", "1", "--no-progress")
     assert proc.returncode == 4, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "1 episode(s) could not be run (not counted as failures):" in proc.stdout
     assert "gym_0 episode 2 (seed 1002): worker" in proc.stdout and "SIGSEGV" in proc.stdout
-    [line] = [x for x in proc.stderr.splitlines() if x.startswith("runner: error:")]
+    line = one_error_line(proc)
     assert "1 of 4 episodes could not be run" in line and "--allow-errors" in line
     eval_info = json.loads((out / "eval_info.json").read_text())
     assert eval_info["overall"]["n_errors"] == 1 and eval_info["overall"]["n_episodes"] == 3
@@ -182,17 +168,17 @@ def test_cli_reports_errors_separately_and_resume_retries_them(tmp_path):
                    "--allow-errors")
     assert again.returncode == 0, again.stderr
     assert "resumed: 3 episode(s) were already done, 1 ran now" in again.stdout
-    assert strip_timings(json.loads((out / "eval_info.json").read_text())) == strip_timings(eval_info)
+    assert eval_info_of(out) == strip_timings(eval_info)
 
 
 def test_policy_that_raises_stops_with_one_message_and_the_ledger_intact(tmp_path):
     policy = {"type": "python", "path": "tests.test_fault_envs:flaky_policy"}
-    spec = write_spec(tmp_path, policy=policy, n=6)
+    spec = faulty_spec(tmp_path, policy=policy, n=6)
     out = tmp_path / "out"
     proc = runner("run", str(spec), "--output-dir", str(out), "--batch-size", "1", "--no-progress",
-                  env={"FAULT_POLICY_RAISE_FROM": "4"})
+                  env={**os.environ, "FAULT_POLICY_RAISE_FROM": "4"})
     assert proc.returncode == 4, proc.stderr
-    [line] = [x for x in proc.stderr.splitlines() if x.startswith("runner: error:")]
+    line = one_error_line(proc)
     assert "the policy raised ValueError: the flaky test policy fails on purpose" in line
     assert "Traceback" not in proc.stderr and "retrying" not in proc.stderr  # a policy bug is not retried
     lines = (out / "episodes.jsonl").read_text().splitlines()
@@ -210,7 +196,7 @@ def test_policy_that_raises_stops_with_one_message_and_the_ledger_intact(tmp_pat
 def test_resuming_a_run_with_many_error_episodes_completes(tmp_path):
     """A resume retries the error episodes; when they all fail again it is no broken setup (earlier
     sessions succeeded), so the run completes instead of stopping early."""
-    spec = write_spec(tmp_path, fault="raise", seeds=[1003, 1004, 1005], n=6)
+    spec = faulty_spec(tmp_path, fault="raise", seeds=[1003, 1004, 1005], n=6)
     first, _ = run(spec, tmp_path / "out", max_retries=0)
     assert sorted(r.episode_index for r in first.errors) == [3, 4, 5]
     again, warnings = run(spec, tmp_path / "out", max_retries=0)

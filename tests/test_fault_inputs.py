@@ -8,43 +8,24 @@ record, so the same command resumes once the cause is gone.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import resource
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import helpers
 import pytest
-import yaml
+from helpers import eval_info_of, ledger_of, one_error_line, runner_cli
 
-from runner.results import load_ledger, strip_timings, validate_outputs
+from runner.results import load_ledger, validate_outputs
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 TIMEOUT_S = 120
 
 
-def write_spec(tmp_path: Path, env: dict, *, n: int = 2, policy: dict | None = None) -> Path:
-    data = {"name": "b", "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}}, "env": env,
-            "policy": policy or {"type": "random"}, "eval": {"n_episodes": n, "batch_size": 2, "seed": 1000}}
-    (tmp_path / "spec").mkdir(exist_ok=True)
-    path = tmp_path / "spec" / "b.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def runner(*args: str, preexec_fn=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *args], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          preexec_fn=preexec_fn)
-
-
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [x for x in proc.stderr.splitlines() if x.startswith("runner: error:")]
-    assert len(lines) == 1, proc.stderr
-    return lines[0]
+write_spec = functools.partial(helpers.write_spec, name="b", folder="spec")  # write_spec(tmp_path, env=ENV)
+runner = functools.partial(runner_cli, timeout=TIMEOUT_S)  # runner(*ARGS)
 
 
 def assert_whole(ledger: Path) -> int:
@@ -63,7 +44,7 @@ GYM = {"type": "gym", "task": "Pendulum-v1", "max_steps": 5}
 
 
 def test_missing_simulator_package_fails_before_the_output_dir_exists(tmp_path):
-    spec = write_spec(tmp_path, {"type": "gym", "task": "no_such_simulator_pkg:Thing-v0", "max_steps": 5})
+    spec = write_spec(tmp_path, env={"type": "gym", "task": "no_such_simulator_pkg:Thing-v0", "max_steps": 5})
     out = tmp_path / "out"
     proc = runner("run", str(spec), "--output-dir", str(out))
     assert proc.returncode == 3
@@ -77,7 +58,7 @@ def test_missing_libero_assets_fail_in_preflight_before_the_output_dir_exists(tm
     env = {"type": "libero", "task": "libero_spatial", "max_steps": 5,
            "kwargs": {"assets_dir": str(tmp_path / "no-assets")}}
     out = tmp_path / "out"
-    proc = runner("run", str(write_spec(tmp_path, env)), "--output-dir", str(out))
+    proc = runner("run", str(write_spec(tmp_path, env=env)), "--output-dir", str(out))
     assert proc.returncode == 3, proc.stderr
     assert "LIBERO assets not found" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
@@ -86,7 +67,7 @@ def test_missing_libero_assets_fail_in_preflight_before_the_output_dir_exists(tm
 def test_a_dependency_missing_in_the_workers_stops_the_run_without_retries(tmp_path):
     pytest.importorskip("mujoco")
     env = {"type": "gym", "task": "tests.test_fault_envs:Faulty-v0", "max_steps": 5, "kwargs": {"fault": "import"}}
-    proc = runner("run", str(write_spec(tmp_path, env)), "--output-dir", str(tmp_path / "out"), "--no-progress")
+    proc = runner("run", str(write_spec(tmp_path, env=env)), "--output-dir", str(tmp_path / "out"), "--no-progress")
     assert proc.returncode == 3, proc.stderr
     assert "cannot import 'fake_sim_dependency'" in one_error_line(proc)
     assert "retrying" not in proc.stderr
@@ -96,7 +77,7 @@ def test_a_dependency_missing_in_the_workers_stops_the_run_without_retries(tmp_p
 def test_unwritable_output_dir_is_one_clear_message(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    proc = runner("run", str(write_spec(tmp_path, GYM)), "--output-dir", str(blocker / "out"))
+    proc = runner("run", str(write_spec(tmp_path, env=GYM)), "--output-dir", str(blocker / "out"))
     assert proc.returncode == 1
     assert "cannot create the output directory" in one_error_line(proc)
 
@@ -105,7 +86,7 @@ def test_read_only_output_dir_is_one_clear_message(tmp_path):
     target = tmp_path / "ro"
     target.mkdir()
     with _read_only(target):
-        proc = runner("run", str(write_spec(tmp_path, GYM)), "--output-dir", str(target / "out"))
+        proc = runner("run", str(write_spec(tmp_path, env=GYM)), "--output-dir", str(target / "out"))
     assert proc.returncode == 1
     line = one_error_line(proc)
     assert "cannot create the output directory" in line and ("Read-only" in line or "Permission denied" in line)
@@ -140,15 +121,13 @@ def _reference(tmp_path: Path, spec: Path) -> tuple[dict, list]:
 
 
 def _outputs(out: Path) -> tuple[dict, list]:
-    records = load_ledger(out / "episodes.jsonl").records
-    return (strip_timings(json.loads((out / "eval_info.json").read_text())),
-            sorted(json.dumps(r.without_timing().to_json(), sort_keys=True) for r in records))
+    return eval_info_of(out), ledger_of(out)
 
 
 @pytest.mark.slow
 def test_file_size_limit_mid_run_keeps_the_ledger_whole_and_resumable(tmp_path):
     """RLIMIT_FSIZE: writes past the limit fail with EFBIG (Python ignores SIGXFSZ), as a full disk would."""
-    spec = write_spec(tmp_path, GYM, n=40)
+    spec = write_spec(tmp_path, env=GYM, n=40)
     expected = _reference(tmp_path, spec)
     out = tmp_path / "out"
     limit = 4000  # bytes per file: run.json fits, the ledger fills after about 15 records
@@ -175,7 +154,7 @@ def test_full_tmpfs_mid_run_keeps_the_ledger_whole_and_resumable(tmp_path):
     """A real full file system: a tiny tmpfs (needs root and mount), grown afterwards to resume in place."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("needs root and mount for a tmpfs")
-    spec = write_spec(tmp_path, GYM, n=80)  # a ledger of about 21 kB: it fills the 16 kB tmpfs mid-run
+    spec = write_spec(tmp_path, env=GYM, n=80)  # a ledger of about 21 kB: it fills the 16 kB tmpfs mid-run
     expected = _reference(tmp_path, spec)
     disk = tmp_path / "disk"
     disk.mkdir()

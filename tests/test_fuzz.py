@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TASKS, full_records, run_file, write_dir
+from helpers import TASKS, full_records, run_file, write_dir
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 

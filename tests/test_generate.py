@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import SHIPPED
+from helpers import REPO, SHIPPED, runner_cli, runner_main
 
 from runner.cli.main import main
 from runner.errors import ConfigError
@@ -29,7 +29,6 @@ from runner.spec import SpecError, default_spec_paths, load_spec, load_specs
 from runner.spec.model import thaw
 from runner.spec.yamlload import load
 
-REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = REPO / "templates"
 WORKFLOWS = {name: f".github/workflows/benchmark_{name}.yml" for name in SHIPPED}
 GOLDEN = REPO / "tests" / "golden" / "generate"
@@ -97,9 +96,7 @@ def generated_snapshot(root: Path) -> dict[str, bytes]:
 
 
 def gen_ci(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    code = main(["gen-ci", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return runner_main(capsys, "gen-ci", *args)
 
 
 # ---------------------------------------------------------------- goldens
@@ -162,10 +159,8 @@ def test_relative_and_absolute_root_give_the_same_bytes(monkeypatch: pytest.Monk
 @pytest.mark.parametrize("seed", ["0", "4242"])
 def test_check_from_another_cwd_and_hash_seed(tmp_path: Path, seed: str) -> None:
     """A fresh process elsewhere, with another hash seed, renders byte-identical files."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner.cli.main", "gen-ci", "--check", "--root", str(REPO)],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed},
-    )
+    proc = runner_cli("gen-ci", "--check", "--root", REPO, cwd=tmp_path, env={**os.environ, "PYTHONHASHSEED": seed},
+                      timeout=None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

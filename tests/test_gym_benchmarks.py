@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import read_video
+from helpers import read_video
 
 from runner.cli.main import main
 
-REPO = Path(__file__).resolve().parents[1]
 # ALOHA renders 480x640 at every step: smaller images keep these runs short (the specs keep LeRobot's sizes).
 SMALL_ALOHA = ["env.kwargs.observation_width=64", "env.kwargs.observation_height=48",
                "env.kwargs.visualization_width=64", "env.kwargs.visualization_height=48"]
@@ -22,12 +21,7 @@ CASES = {  # spec: (overrides, task text, video fps, video frame (h, w))
     "aloha_transfer_cube": (SMALL_ALOHA, "transfer_cube", 50, (48, 64)),
 }
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def in_repo(monkeypatch):
-    monkeypatch.chdir(REPO)  # the python policy's module is tests.policies_for_tests
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("in_repo")]  # the python policy: tests.policies_for_tests
 
 
 def run(out: Path, name: str, *overrides: str) -> dict:

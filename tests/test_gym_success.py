@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
+from helpers import write_spec_data
 
 from runner.cli.main import main
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def run(tmp_path: Path, capsys, success: dict | None, *, task: str = "CartPole-v1",
@@ -18,20 +17,15 @@ def run(tmp_path: Path, capsys, success: dict | None, *, task: str = "CartPole-v
     env = {"type": "gym", "task": task}
     if success is not None:
         env["success"] = success
-    tmp_path.mkdir(exist_ok=True)
-    spec = tmp_path / "cart.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "cart", "env": env,
-        "policy": policy or {"type": "python", "path": "tests.policies_for_tests:balance"},
-        "eval": {"n_episodes": 3, "batch_size": 1, "videos": 0}, "ci": {"enabled": False}}))
+    spec = write_spec_data(tmp_path, {
+        "env": env, "policy": policy or {"type": "python", "path": "tests.policies_for_tests:balance"},
+        "eval": {"n_episodes": 3, "batch_size": 1, "videos": 0}, "ci": {"enabled": False}}, name="cart")
     assert main(["run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     return json.loads((tmp_path / "out" / "eval_info.json").read_text()), out
 
 
-@pytest.fixture(autouse=True)
-def in_repo(monkeypatch):
-    monkeypatch.chdir(REPO)  # the python policy's module is tests.policies_for_tests
+pytestmark = pytest.mark.usefixtures("in_repo")  # the python policy's module is tests.policies_for_tests
 
 
 def test_a_balancing_policy_survives_to_the_time_limit(tmp_path, capsys):

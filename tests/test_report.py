@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import REPO, SEED, TASKS, full_records, record, run_file, write_dir
+from helpers import runner_cli as runner
 
 from runner.results import EpisodeRecord
 from runner.results.coverage import video_relpath
 from runner.tasks import TaskRef
-from tests.conftest import REPO, SEED, TASKS, full_records, record, run_file, write_dir
-
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
-
-
-def runner(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
 # ── real runs ──────────────────────────────────────────────────────────────────────────────────────────

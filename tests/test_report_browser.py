@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import ARTIFACTS, runner_cli
 
-from tests.conftest import ARTIFACTS, REPO
 from tests.test_report import metaworld50
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -98,9 +96,7 @@ def test_run_report_in_chromium(browser, metaworld_runs):
 def test_comparison_report_in_chromium(browser, metaworld_runs):
     root = metaworld_runs["scripted"].parent
     page = root / "compare.html"
-    proc = subprocess.run([sys.executable, "-m", "runner.cli.main", "compare", str(metaworld_runs["random"]),
-                           str(metaworld_runs["scripted"]), "--html", str(page)], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+    proc = runner_cli("compare", metaworld_runs["random"], metaworld_runs["scripted"], "--html", page)
     assert proc.returncode == 0, proc.stderr
     seen = open_page(browser, page)
     assert_self_contained(seen, root)
@@ -111,8 +107,7 @@ def test_comparison_report_in_chromium(browser, metaworld_runs):
 
 def test_50_task_report_renders_fast(browser, tmp_path):
     out = metaworld50(tmp_path, 50)
-    proc = subprocess.run([sys.executable, "-m", "runner.cli.main", "report", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = runner_cli("report", out)
     assert proc.returncode == 0, proc.stderr
     seen = open_page(browser, out / "report.html")
     assert_self_contained(seen, out)

@@ -5,14 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
+from helpers import kill_9_once_started
 
 from runner.errors import RunnerError
 from runner.results.ledger import Ledger, LedgerError, load_ledger, read_ledger
@@ -163,12 +159,7 @@ def test_kill_9_while_appending_leaves_a_readable_ledger(tmp_path):
     """A real hard kill in the middle of appending: every surviving record is whole and in order."""
     for attempt in range(3):
         path = tmp_path / f"episodes{attempt}.jsonl"
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "started"
-        time.sleep(0.05 + 0.05 * attempt)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+        kill_9_once_started(WRITER, path, after_s=0.05 + 0.05 * attempt)
         contents = load_ledger(path)
         n = len(contents.records)
         assert n >= 1

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from datetime import datetime
 from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pytest
+from helpers import kill_9_once_started
 
 from runner.results import outputs
 from runner.results.ledger import Ledger
@@ -99,12 +96,7 @@ def test_kill_9_during_rewrites_leaves_old_or_new_file(tmp_path):
     """A real hard kill while a 2 MB file is rewritten in a loop: the file always parses completely."""
     path = tmp_path / "eval_info.json"
     for attempt in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", REWRITER, str(path)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "started"
-        time.sleep(0.05 + 0.07 * attempt)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+        kill_9_once_started(REWRITER, path, after_s=0.05 + 0.07 * attempt)
         data = json.loads(path.read_text())
         assert isinstance(data["version"], int) and len(data["pad"]) == 2_000_000
 

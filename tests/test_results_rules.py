@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import SEED, TASKS, N, full_records, record, run_file, write_dir
+from helpers import (N, REPO, SEED, TASKS, full_records, record, run_file, runner_cli, runner_main, runner_run, write_dir,
+                     write_spec)
 
 from runner.cli.main import main
 from runner.spec.derived import run_identity
@@ -24,11 +23,8 @@ from runner.results.locations import claim, run_dir_order
 from runner.results.runfile import RunFileError, spec_hash
 from runner.spec import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
 def merge(capsys, *args) -> tuple[int, str, str]:
-    code = main(["merge", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return runner_main(capsys, "merge", *args)
 
 
 def tree(path: Path) -> list[str]:
@@ -89,19 +85,14 @@ def finished(tmp_path_factory) -> tuple[Path, Path]:
     """A real, complete run of 2 x 2 Meta-World episodes (a few steps each, in process)."""
     pytest.importorskip("metaworld")
     tmp = tmp_path_factory.mktemp("finished")
-    spec = tmp / "r.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "r", "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 5}, "policy": {"type": "random"},
-        "eval": {"n_episodes": 2, "batch_size": 1, "seed": 1000, "videos": 0}}))
+    spec = write_spec(tmp, name="r", task="reach-v3,push-v3", max_steps=5, batch_size=1)  # random, 2 episodes a task
     out = tmp / "out"
     assert main(["run", str(spec), "--output-dir", str(out), "--no-progress"]) == 0
     return spec, out
 
 
 def resume(spec: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner.cli.main", "run", str(spec), "--output-dir", str(out),
-                           "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return runner_run(spec, out, timeout=120)
 
 
 def tampered(finished, tmp_path, edit) -> Path:
@@ -288,8 +279,7 @@ def test_runs_started_in_the_same_second_get_their_own_default_directory(tmp_pat
 ])
 def test_bad_output_dirs_and_options_are_one_message(argv, message, tmp_path):
     pytest.importorskip("metaworld")
-    proc = subprocess.run([sys.executable, "-m", "runner.cli.main", *argv], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = runner_cli(*argv, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not [name for name in os.listdir(REPO) if name.startswith("xxx")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import read_video
+from helpers import read_video
 
 from runner.results.video import VideoWriter
 

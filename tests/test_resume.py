@@ -7,66 +7,42 @@ aside), the same eval_info.json and metrics.json.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import helpers
 import pytest
-import yaml
-from conftest import kill_group
+from helpers import REPO, RUNNER, episodes_of, kill_group, outputs_of, proc_stats, runner_cli
 
-from runner.results import load_ledger, read_run_file, strip_timings, validate_outputs
+from runner.results import read_run_file, validate_outputs
 
 pytest.importorskip("metaworld")
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 N_EPISODES = 12  # per task; two tasks
 TIMEOUT_S = 120
-
-
-def write_spec(tmp_path: Path) -> Path:
-    data = {
-        "name": "t",
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 50},
-        "policy": {"type": "random"},
-        "eval": {"n_episodes": N_EPISODES, "batch_size": 2, "seed": 1000, "videos": 0},
-    }
-    directory = tmp_path / "spec"
-    directory.mkdir(exist_ok=True)
-    path = directory / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+write_spec = functools.partial(helpers.write_spec, folder="spec", task="reach-v3,push-v3", max_steps=50,
+                               n=N_EPISODES)  # write_spec(tmp_path): the random policy, batch size 2
 
 
 def command(spec: Path, out: Path | None, *extra: str) -> list[str]:
+    """The arguments of `runner run` (after RUNNER)."""
     where = ["--output-dir", str(out)] if out is not None else []
-    return [*RUNNER, "run", str(spec), *where, "--no-progress", *extra]
+    return ["run", str(spec), *where, "--no-progress", *extra]
 
 
-def finish(argv: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+def finish(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return runner_cli(*args, cwd=cwd, timeout=TIMEOUT_S)
 
 
 def episodes(out: Path) -> dict:
     """Per-episode results without timings; asserts one record per episode (no duplicate)."""
-    records = load_ledger(out / "episodes.jsonl").records
-    keys = [r.key for r in records]
-    assert len(keys) == len(set(keys)), "duplicate episodes in the ledger"
-    return {r.key: r.without_timing() for r in records}
-
-
-def outputs(out: Path) -> tuple[dict, dict]:
-    eval_info = json.loads((out / "eval_info.json").read_text())
-    metrics = json.loads((out / "metrics.json").read_text())
-    metrics.pop("eval_s")
-    return strip_timings(eval_info), metrics
+    return episodes_of(out, unique=True)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +54,7 @@ def reference(tmp_path_factory) -> tuple[Path, dict, tuple]:
     assert proc.returncode == 0, proc.stderr
     result = episodes(out)
     assert len(result) == 2 * N_EPISODES
-    return spec, result, outputs(out)
+    return spec, result, outputs_of(out)
 
 
 def lines(path: Path) -> int:
@@ -88,9 +64,9 @@ def lines(path: Path) -> int:
         return 0
 
 
-def start(argv: list[str], cwd: Path = REPO) -> subprocess.Popen:
+def start(args: list[str], cwd: Path = REPO) -> subprocess.Popen:
     # Its own session: os.killpg reaches the run, the forkserver and every worker, as a node failure would.
-    return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen([*RUNNER, *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
@@ -111,15 +87,7 @@ def kill_group_when(proc: subprocess.Popen, ledger: Path, *, at_lines: int, dela
 
 
 def _group_alive(pgid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return any(int(fields[2]) == pgid and fields[0] != "Z" for fields in proc_stats().values())
 
 
 @pytest.mark.slow
@@ -145,7 +113,7 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_run(tmp_pat
         proc = finish(command(spec, out))
         assert proc.returncode == 0, proc.stderr
         assert episodes(out) == expected, f"trial {trial}"
-        assert outputs(out) == expected_outputs
+        assert outputs_of(out) == expected_outputs
         validate_outputs(out)
         report.append(f"trial {trial}: killed at {kills} of {2 * N_EPISODES} ledger lines (run.json written: "
                       f"{had_run_file}), resumed to {2 * N_EPISODES}")
@@ -173,7 +141,7 @@ def test_sigterm_exits_143_and_the_same_command_resumes(tmp_path, reference):
     done = finish(command(spec, out))
     assert done.returncode == 0, done.stderr
     assert f"resumed: {len(records)} episode(s) were already done" in done.stdout
-    assert episodes(out) == expected and outputs(out) == expected_outputs
+    assert episodes(out) == expected and outputs_of(out) == expected_outputs
 
 
 @pytest.mark.slow
@@ -243,18 +211,8 @@ def write_stuck_spec(tmp_path: Path, batch: int) -> Path:
     """4 Meta-World episodes whose episodes 2 and 3 hang in the policy while $RUNNER_TEST_STUCK is set."""
     policy = {"type": "python", "path": "tests.policies_for_tests:per_env",
               "kwargs": {"slow_episodes": [2, 3], "stuck_while": "RUNNER_TEST_STUCK"}}
-    data = {
-        "name": "stuck",
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "metaworld", "task": "reach-v3", "max_steps": 30},
-        "policy": policy,
-        "eval": {"n_episodes": 4, "batch_size": batch, "seed": 1000, "videos": 0},
-    }
-    directory = tmp_path / "spec"
-    directory.mkdir(exist_ok=True)
-    path = directory / "stuck.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return helpers.write_spec(tmp_path, name="stuck", folder="spec", task="reach-v3", max_steps=30, policy=policy, n=4,
+                              batch_size=batch)
 
 
 @pytest.mark.slow
@@ -264,7 +222,7 @@ def test_sigterm_to_the_process_group_with_the_last_episodes_in_flight_is_interr
     while the last episodes run. Never exit 0 or "complete" with episodes missing; the same command finishes."""
     spec = write_stuck_spec(tmp_path, batch)
     out = tmp_path / "out"
-    proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *command(spec, out)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
     try:
         deadline = time.monotonic() + TIMEOUT_S
@@ -286,7 +244,7 @@ def test_sigterm_to_the_process_group_with_the_last_episodes_in_flight_is_interr
     assert "resumed: 2 episode(s) were already done, 2 ran now" in done.stdout
     reference = tmp_path / "reference"
     assert finish(command(spec, reference)).returncode == 0
-    assert episodes(out) == episodes(reference) and outputs(out) == outputs(reference)
+    assert episodes(out) == episodes(reference) and outputs_of(out) == outputs_of(reference)
     assert read_run_file(out).state == "complete"
     validate_outputs(out)
 
@@ -295,7 +253,7 @@ def test_sigterm_to_the_process_group_with_the_last_episodes_in_flight_is_interr
 def test_a_second_signal_abandons_a_stuck_in_process_episode_at_once(tmp_path):
     spec = write_stuck_spec(tmp_path, 1)
     out = tmp_path / "out"
-    proc = subprocess.Popen(command(spec, out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([*RUNNER, *command(spec, out)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env={**os.environ, "RUNNER_TEST_STUCK": "1"})
     try:
         deadline = time.monotonic() + TIMEOUT_S

@@ -2,43 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import helpers
 import pytest
 import yaml
-from conftest import kill_group
+from helpers import REPO, RUNNER, kill_group, one_error_line, proc_stat, proc_stats, runner_cli
 
 from runner.results import read_run_file, validate_outputs
 
-REPO = Path(__file__).resolve().parents[1]
-RUNNER = [sys.executable, "-m", "runner.cli.main"]
 TIMEOUT_S = 180
 
 pytest.importorskip("metaworld")
 
 
-def write_spec(tmp_path: Path, *, task: str = "reach-v3", policy: dict | None = None, n: int = 2,
-               max_steps: int | None = None, env_type: str = "metaworld") -> Path:
-    data = {
-        "name": "t",
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": env_type, "task": task, "max_steps": max_steps},
-        "policy": policy or {"type": "scripted"},
-        "eval": {"n_episodes": n, "batch_size": 0, "seed": 1000, "videos": 0},
-    }
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def runner(*args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+write_spec = functools.partial(helpers.write_spec, task="reach-v3", policy={"type": "scripted"}, batch_size=0)
+runner = functools.partial(runner_cli, timeout=TIMEOUT_S)  # runner(*ARGS)
 
 
 def test_help_documents_seeds_and_examples():
@@ -66,14 +51,7 @@ def test_run_prints_per_task_success_and_writes_outputs(tmp_path):
 
 
 def _descendants(pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry)] = int(fields[1])
+    parents = {p: int(fields[1]) for p, fields in proc_stats().items()}
     found, frontier = set(), {pid}
     while frontier:
         children = {p for p, parent in parents.items() if parent in frontier}
@@ -83,11 +61,8 @@ def _descendants(pid: int) -> set[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 @pytest.mark.slow
@@ -186,10 +161,8 @@ def test_policy_errors_are_one_clear_message(tmp_path, case):
     proc = runner("run", str(write_spec(tmp_path, policy=policy, max_steps=20)), "--output-dir",
                   str(tmp_path / "out"), "--no-progress", *args)
     assert proc.returncode == code, proc.stderr
-    assert "Traceback" not in proc.stderr
-    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("runner: error:")]
-    assert len(error_lines) == 1, proc.stderr
-    assert any(part in error_lines[0] for part in message.split("|")), error_lines[0]
+    line = one_error_line(proc)  # no traceback, one error line
+    assert any(part in line for part in message.split("|")), line
 
 
 @pytest.mark.parametrize("env_type, task, message", [
@@ -253,8 +226,8 @@ def test_no_offscreen_gl_fails_fast_with_the_fix_before_anything_is_written(tmp_
     spec.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "PYOPENGL_PLATFORM")}
     env["MUJOCO_GL"] = "glfw"
-    proc = subprocess.run([*RUNNER, "run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress",
-                           "--batch-size", batch], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    proc = runner("run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress", "--batch-size", batch,
+                  env=env)
     assert proc.returncode == 3, proc.stderr
     assert "MuJoCo cannot render offscreen here (MUJOCO_GL=glfw)" in proc.stderr and "MUJOCO_GL=egl" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

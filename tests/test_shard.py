@@ -7,6 +7,7 @@ never overwrites a run's results and needs no simulator, and `ci.shards` renders
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -15,12 +16,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
 import yaml
+from helpers import REPO, RUNNER, ledger_of, outputs_of, runner_main, write_spec_data
 
 from runner.cli.main import main
 from runner.engine import RunOptions, evaluate, make_plan
-from runner.results import Shard, load_ledger, read_run_file, strip_timings, validate_outputs
+from runner.results import Shard, read_run_file, validate_outputs
 from runner.results.coverage import Plan
 from runner.results.runfile import spec_hash
 from runner.spec import load_spec
@@ -29,40 +32,15 @@ from runner.tasks import TaskRef
 pytest.importorskip("metaworld")
 pytestmark = pytest.mark.filterwarnings("ignore:Constant")
 
-REPO = Path(__file__).resolve().parents[1]
 N_EPISODES = 5
-
-
-def write_spec(tmp_path: Path) -> Path:
-    data = {
-        "name": "s",
-        "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}},
-        "env": {"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 10},
-        "policy": {"type": "random"},
-        "eval": {"n_episodes": N_EPISODES, "batch_size": 2, "seed": 1000, "videos": 1},
-    }
-    (tmp_path / "spec").mkdir(exist_ok=True)
-    path = tmp_path / "spec" / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+write_spec = functools.partial(helpers.write_spec, name="s", folder="spec", task="reach-v3,push-v3", max_steps=10,
+                               n=N_EPISODES, videos=1)  # write_spec(tmp_path): the random policy, batch size 2
 
 
 def run(spec: Path, out: Path, shard: Shard | None = None, batch_size: int = 1):
     invocation = {"spec": str(spec), "overrides": []}
     return evaluate(load_spec(spec), out, RunOptions(progress=False, shard=shard, batch_size=batch_size,
                                                      invocation=invocation))
-
-
-def ledger_set(out: Path) -> list[str]:
-    records = load_ledger(out / "episodes.jsonl").records
-    assert len({r.key for r in records}) == len(records)
-    return sorted(json.dumps(r.without_timing().to_json(), sort_keys=True) for r in records)
-
-
-def outputs(out: Path) -> tuple[dict, dict]:
-    metrics = json.loads((out / "metrics.json").read_text())
-    metrics.pop("eval_s")
-    return strip_timings(json.loads((out / "eval_info.json").read_text())), metrics
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +63,7 @@ def runs(tmp_path_factory) -> dict:
 
 
 def merge(capsys, *args) -> tuple[int, str, str]:
-    code = main(["merge", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return runner_main(capsys, "merge", *args)
 
 
 # ── the deal ─────────────────────────────────────────────────────────────────────────────────────────
@@ -129,8 +105,8 @@ def test_merged_shards_equal_the_unsharded_run(runs, count, capsys):
     assert code == 0, err
     merged = dirs[0].parent
     assert f"merged {2 * N_EPISODES} episodes from {count} directories into {merged}" in out
-    assert outputs(merged) == outputs(runs["full"])
-    assert ledger_set(merged) == ledger_set(runs["full"])
+    assert outputs_of(merged) == outputs_of(runs["full"])
+    assert ledger_of(merged, unique=True) == ledger_of(runs["full"], unique=True)
     validate_outputs(merged)  # the videos of the shards were brought along
     assert sorted(p.relative_to(merged).as_posix() for p in merged.glob("videos/*/*.mp4")) == \
         ["videos/push-v3_0/eval_episode_0.mp4", "videos/reach-v3_0/eval_episode_0.mp4"]
@@ -156,7 +132,7 @@ def test_a_missing_shard_is_reported_with_the_command_that_runs_it(runs, tmp_pat
     capsys.readouterr()
     code, _, err = merge(capsys, *dirs)
     assert code == 0, err
-    assert outputs(tmp_path) == outputs(runs["full"])
+    assert outputs_of(tmp_path) == outputs_of(runs["full"])
 
 
 @pytest.mark.slow
@@ -177,7 +153,7 @@ def test_duplicates_are_reported_and_conflicts_refused(runs, tmp_path, capsys):
     code, _, err = merge(capsys, *shards, runs["full"], "--output-dir", tmp_path / "dup")
     assert code == 0, err
     assert f"runner: warning: {2 * N_EPISODES} duplicate episode(s)" in err and "identical results" in err
-    assert outputs(tmp_path / "dup") == outputs(runs["full"])
+    assert outputs_of(tmp_path / "dup") == outputs_of(runs["full"])
 
     tampered = shutil.copytree(shards[0], tmp_path / "tampered")
     lines = (tampered / "episodes.jsonl").read_text().splitlines()
@@ -220,7 +196,7 @@ def test_merge_needs_no_simulator(runs, tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert outputs(tmp_path) == outputs(runs["full"])
+    assert outputs_of(tmp_path) == outputs_of(runs["full"])
 
 
 # ── ci.shards: a matrix of N jobs and a merge job ────────────────────────────────────────────────────
@@ -274,22 +250,21 @@ def test_ci_merge_step_merges_the_downloaded_shards(runs, tmp_path):
         shutil.copytree(d, temp / "sharded-shards" / f"sharded-shard-{i}")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "runner").write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m runner.cli.main \"$@\"\n")
+    (bin_dir / "runner").write_text(f"#!/bin/sh\nexec {shlex.join(RUNNER)} \"$@\"\n")
     (bin_dir / "runner").chmod(0o755)
     env = {**os.environ, "RUNNER_TEMP": str(temp), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert outputs(temp / "sharded-eval") == outputs(runs["full"])
+    assert outputs_of(temp / "sharded-eval") == outputs_of(runs["full"])
 
 
 @pytest.mark.parametrize("value, ok", [(1, True), (8, True), (0, False), (257, False), ("2", False)])
 def test_ci_shards_is_validated(tmp_path, value, ok):
     from runner.spec import SpecError
 
-    path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump({"name": "p", "env": {"type": "gym", "task": "Pendulum-v1"},
-                                    "policy": {"type": "random"}, "ci": {"shards": value}}))
+    path = write_spec_data(tmp_path, {"env": {"type": "gym", "task": "Pendulum-v1"}, "policy": {"type": "random"},
+                                      "ci": {"shards": value}}, name="p")
     if ok:
         assert load_spec(path).ci.shards == value
     else:

@@ -7,20 +7,20 @@ the command that resumes it, and launching again finishes the run.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import helpers
 import pytest
-import yaml
+from helpers import REPO, RUNNER, eval_info_of, ledger_of, runner_cli
 
 from runner.engine import RunOptions, evaluate
-from runner.results import load_ledger, read_run_file, strip_timings, validate_outputs
+from runner.results import read_run_file, validate_outputs
 from runner.spec import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 240
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "RUNNER_LAUNCH_ID",
                "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
@@ -32,13 +32,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def write_spec(tmp_path: Path, env: dict, policy: dict, n: int) -> Path:
-    data = {"name": "d", "install": {"env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}}, "env": env,
-            "policy": policy, "eval": {"n_episodes": n, "batch_size": 1, "seed": 1000, "videos": 0}}
-    (tmp_path / "spec").mkdir(exist_ok=True)
-    path = tmp_path / "spec" / "d.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+write_spec = functools.partial(helpers.write_spec, name="d", folder="spec", batch_size=1)
 
 
 def unsharded(spec: Path, out: Path) -> tuple[dict, list[str]]:
@@ -47,18 +41,15 @@ def unsharded(spec: Path, out: Path) -> tuple[dict, list[str]]:
 
 
 def outputs(out: Path) -> tuple[dict, list[str]]:
-    records = load_ledger(out / "episodes.jsonl").records
-    assert len({r.key for r in records}) == len(records)
-    ledger = sorted(json.dumps(r.without_timing().to_json(), sort_keys=True) for r in records)
-    return strip_timings(json.loads((out / "eval_info.json").read_text())), ledger
+    return eval_info_of(out), ledger_of(out, unique=True)
 
 
 @pytest.mark.slow
 def test_accelerate_launch_two_cpu_processes_merges_the_unsharded_result(tmp_path):
     pytest.importorskip("accelerate", reason="accelerate is the `dist` extra: .ci/setup-dist.sh installs it")
     pytest.importorskip("metaworld")
-    spec = write_spec(tmp_path, {"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 20},
-                      {"type": "random"}, n=3)
+    spec = write_spec(tmp_path, env={"type": "metaworld", "task": "reach-v3,push-v3", "max_steps": 20},
+                      policy={"type": "random"}, n=3)
     expected = unsharded(spec, tmp_path / "full")
     out = tmp_path / "launched"
     accelerate = Path(sys.executable).with_name("accelerate")
@@ -98,10 +89,10 @@ def launch(argv: list[str], world: int, launch_id: str, per_rank_env: dict[int, 
 def test_a_failed_rank_is_named_with_its_resume_command_and_a_new_launch_finishes(tmp_path):
     pytest.importorskip("mujoco")
     env = {"type": "gym", "task": "tests.test_fault_envs:Faulty-v0", "max_steps": 15, "kwargs": {"fault": "none"}}
-    spec = write_spec(tmp_path, env, {"type": "python", "path": "tests.test_fault_envs:flaky_policy"}, n=6)
+    spec = write_spec(tmp_path, env=env, policy={"type": "python", "path": "tests.test_fault_envs:flaky_policy"}, n=6)
     expected = unsharded(spec, tmp_path / "full")
     out = tmp_path / "launched"
-    argv = [sys.executable, "-m", "runner.cli.main", "run", str(spec), "--output-dir", str(out), "--no-progress"]
+    argv = [*RUNNER, "run", str(spec), "--output-dir", str(out), "--no-progress"]
 
     first = launch(argv, 2, "first", {1: {"FAULT_POLICY_RAISE_FROM": "2"}})  # rank 1's policy fails
     assert [p.returncode for p in first] == [1, 4], [p.stderr for p in first]
@@ -120,15 +111,14 @@ def test_a_failed_rank_is_named_with_its_resume_command_and_a_new_launch_finishe
 
 
 def test_world_size_without_a_rank_or_launch_id_is_one_clear_message(tmp_path):
-    spec = write_spec(tmp_path, {"type": "gym", "task": "Pendulum-v1", "max_steps": 5}, {"type": "random"}, n=1)
-    argv = [sys.executable, "-m", "runner.cli.main", "run", str(spec), "--output-dir", str(tmp_path / "o")]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, env=clean_env(WORLD_SIZE="2"))
+    spec = write_spec(tmp_path, env={"type": "gym", "task": "Pendulum-v1", "max_steps": 5}, policy={"type": "random"},
+                      n=1)
+    args = ["run", str(spec), "--output-dir", str(tmp_path / "o")]
+    proc = runner_cli(*args, timeout=60, env=clean_env(WORLD_SIZE="2"))
     assert proc.returncode == 2 and "RANK is missing" in proc.stderr and "Traceback" not in proc.stderr
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env=clean_env(WORLD_SIZE="2", RANK="0"))  # no MASTER_ADDR: the file barrier
+    proc = runner_cli(*args, timeout=60, env=clean_env(WORLD_SIZE="2", RANK="0"))  # no MASTER_ADDR: the file barrier
     assert proc.returncode == 2 and "launch id" in proc.stderr and not (tmp_path / "o").exists()
-    proc = subprocess.run(argv[:-2], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env=clean_env(WORLD_SIZE="2", RANK="0", RUNNER_LAUNCH_ID="x"))
+    proc = runner_cli(*args[:-2], timeout=60, env=clean_env(WORLD_SIZE="2", RANK="0", RUNNER_LAUNCH_ID="x"))
     assert proc.returncode == 2 and "needs --output-dir" in proc.stderr
 
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHIPPED
+from helpers import REPO, SHIPPED, installed_runner, runner_cli
 
 from runner.cli.main import build_parser, main
 from runner.spec import load_spec
 from runner.spec.yamlload import load
 
-REPO = Path(__file__).resolve().parents[1]
 MINIMAL = "env:\n  type: metaworld\n  task: push-v3\npolicy:\n  type: random\ninstall:\n  extras: [metaworld]\n"
 
 
@@ -23,11 +21,6 @@ def subcommands() -> list[str]:
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sorted(action.choices)
-
-
-@pytest.fixture
-def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
 
 
 # --- show -----------------------------------------------------------------------------------------
@@ -114,9 +107,7 @@ def test_validate_applies_overrides_to_every_spec(in_repo: None, capsys: pytest.
 
 
 def test_validate_end_to_end_on_committed_specs() -> None:
-    script = Path(sys.executable).with_name("runner")
-    command = [str(script)] if script.is_file() else [sys.executable, "-m", "runner.cli.main"]
-    result = subprocess.run([*command, "validate"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = runner_cli("validate", command=installed_runner(), timeout=60)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == "".join(f"specs/{name}.yaml: ok\n" for name in SHIPPED)
 
@@ -138,9 +129,7 @@ def test_help_has_examples(argv: list[str], capsys: pytest.CaptureFixture[str]) 
 
 
 def test_help_end_to_end() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "runner.cli.main", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+    result = runner_cli("--help", timeout=60)
     assert result.returncode == 0 and "examples:" in result.stdout and result.stderr == ""
     assert {"validate", "show", "list"} <= set(subcommands())
 

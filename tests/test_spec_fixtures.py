@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO, installed_runner, runner_cli
 
 from runner.cli.main import main
 from runner.spec import default_spec_paths
 from runner.spec.yamlload import MAX_BYTES
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "specs"
 BAD = sorted(p for p in (FIXTURES / "bad").glob("*.yaml") if not p.name.startswith("_"))
 GOOD = sorted(p for p in (FIXTURES / "good").glob("*.yaml") if not p.name.startswith("_"))
@@ -33,23 +32,12 @@ def rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix()
 
 
-def runner_command() -> list[str]:
-    """The installed console script next to this interpreter (.venv/bin/runner), else `python -m`."""
-    script = Path(sys.executable).with_name("runner")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "runner.cli.main"]
-
-
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*runner_command(), *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    return runner_cli(*args, command=installed_runner(), timeout=60)
 
 
 def golden_of(path: Path) -> Path:
     return path.with_suffix(".expected")
-
-
-@pytest.fixture
-def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
 
 
 def test_enough_bad_fixtures() -> None:

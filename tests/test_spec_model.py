@@ -12,11 +12,11 @@ from typing import Any
 
 import jsonschema
 import pytest
+from helpers import REPO
 
 from runner.spec import Spec, SpecError, default_spec_paths, load_spec, model, resolve, schema
 from runner.spec.model import build, schema_fields
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMA = schema.schema()
 SPEC_FILES = [*default_spec_paths(REPO), *sorted((REPO / "tests/fixtures/specs/good").glob("[!_]*.yaml"))]
 
@@ -203,8 +203,7 @@ def _walk_values(value: Any, where: str = "spec"):
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=spec_id)
-def test_spec_is_deeply_immutable(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+def test_spec_is_deeply_immutable(path: Path, in_repo: None) -> None:
     spec = load_spec(path.relative_to(REPO))
     for where, value in _walk_values(spec):
         if dataclasses.is_dataclass(value):
@@ -235,8 +234,7 @@ def test_mutating_the_source_data_does_not_reach_the_spec(here: Path) -> None:
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=spec_id)
-def test_to_dict_round_trips(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+def test_to_dict_round_trips(path: Path, in_repo: None) -> None:
     spec = load_spec(path.relative_to(REPO))
     data = spec.to_dict()
     jsonschema.Draft202012Validator(SCHEMA).validate(data)

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from lerobot_testlib import RENDER_ENV, REPO, SETUP, VENV
+from helpers import REPO
+from lerobot_testlib import SETUP, VENV
 
-for _key, _value in RENDER_ENV.items():
-    os.environ.setdefault(_key, _value)
-os.environ["HF_HUB_OFFLINE"] = "1"  # these tests never touch the hub
+os.environ["HF_HUB_OFFLINE"] = "1"  # these tests never touch the hub (tests/conftest.py sets offscreen rendering)
 
 
 def _lerobot_problem() -> str | None:

@@ -1,4 +1,5 @@
-"""Shared bits of the LeRobot tests and of benchmarks/lerobot_parity.py (this folder is on sys.path under pytest)."""
+"""Shared bits of the LeRobot tests and of benchmarks/lerobot_parity.py (this folder and tests/, for helpers, are on
+sys.path under pytest)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import RENDER_ENV, REPO
+
 VENV = REPO / ".venv-lerobot"
 SETUP = ".ci/setup-lerobot.sh"
-RENDER_ENV = {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
 TIMEOUT_S = 1800
 
 
@@ -84,6 +85,30 @@ def runner_batch(observation: dict, text: str) -> dict:
     batch = preprocess_observation(batched)
     batch["task"] = [text]
     return batch
+
+
+def assert_same_episodes(theirs_env, theirs, ours_env, text: str, keys: list[str], episodes: list, *,
+                         seed: int) -> None:
+    """Episode k (seed + k) reset, then stepped with `episodes[k]` (actions), in lockstep in LeRobot's 1-env vector env
+    (`theirs` converts its observations) and in runner's env: the same batches (assert_same), rewards, terminations,
+    truncations and successes at every step. Closes both envs."""
+    import numpy as np
+
+    try:
+        for k, actions in enumerate(episodes):
+            obs_t, _ = theirs_env.reset(seed=[seed + k])
+            obs_o, _ = ours_env.reset(seed=seed + k, options={"episode_index": k})
+            assert_same(theirs(obs_t), runner_batch(obs_o, text), f"episode {k} reset", keys)
+            for i, action in enumerate(actions):
+                obs_t, rew_t, term_t, trunc_t, info_t = theirs_env.step(action[None])
+                obs_o, rew_o, term_o, trunc_o, info_o = ours_env.step(action)
+                where = f"episode {k} step {i}"
+                assert_same(theirs(obs_t), runner_batch(obs_o, text), where, keys)
+                assert (float(rew_t[0]), bool(term_t[0]), bool(trunc_t[0])) == (rew_o, term_o, trunc_o), where
+                assert bool(np.asarray(info_t["is_success"])[0]) == info_o["is_success"], where
+    finally:
+        theirs_env.close()
+        ours_env.close()
 
 
 def assert_same(theirs: dict, ours: dict, where: str, keys: list[str]) -> None:

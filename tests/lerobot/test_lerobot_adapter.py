@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_testlib import REPO, subprocess_env, venv_bin
+from helpers import REPO, runner_run
+from lerobot_testlib import subprocess_env, venv_bin
 
 from runner.errors import ConfigError, MissingDependencyError
 from runner.policies.base import EpisodeStart
@@ -189,12 +189,10 @@ def test_rename_map_routes_the_camera(policy_dirs, world) -> None:
 def test_feature_mismatch_fails_before_any_step(policy_dirs, tmp_path: Path) -> None:
     """`runner run` with the camera1 policy and no rename_map: exit 2, one message naming both keys."""
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [venv_bin("runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(out),
-         "--set", f"policy.path={policy_dirs['camera1']}", "--set", "policy.rename_map={}",
-         "--set", "policy.empty_cameras=0", "--set", "policy.device=cpu", "--set", f"env.task={TASK}",
-         "--set", "eval.n_episodes=1", "--set", "eval.batch_size=1", "--set", "eval.videos=0"],
-        capture_output=True, text=True, env=subprocess_env(), cwd=REPO, timeout=600)
+    proc = runner_run("specs/metaworld.yaml", out, f"policy.path={policy_dirs['camera1']}", "policy.rename_map={}",
+                      "policy.empty_cameras=0", "policy.device=cpu", f"env.task={TASK}", "eval.n_episodes=1",
+                      "eval.batch_size=1", "eval.videos=0", command=[venv_bin("runner")], env=subprocess_env(),
+                      timeout=600)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "missing observation.images.camera1" in proc.stderr
@@ -215,10 +213,8 @@ def test_hub_id_offline_names_the_repo_and_the_fix(tmp_path: Path, offline: str)
         for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
             env.pop(name, None)
     start = time.monotonic()
-    proc = subprocess.run(
-        [venv_bin("runner"), "run", "specs/metaworld.yaml", "--no-progress", "--output-dir", str(tmp_path / "out"),
-         "--set", f"env.task={TASK}", "--set", "eval.n_episodes=1"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    proc = runner_run("specs/metaworld.yaml", tmp_path / "out", f"env.task={TASK}", "eval.n_episodes=1",
+                      command=[venv_bin("runner")], env=env, timeout=600)
     elapsed = time.monotonic() - start
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr

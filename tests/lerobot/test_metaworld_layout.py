@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lerobot_testlib import REPO
+from helpers import REPO
 
 ACTIONS = np.array([[0.5, -0.2, 0.1, 1.0], [-0.3, 0.6, -0.4, -1.0], [0.0, 0.0, 0.8, 0.3]], dtype=np.float32)
 

@@ -18,7 +18,8 @@ forkserver children never import gym_pusht / gym_aloha, so Gymnasium does not kn
 from __future__ import annotations
 
 import pytest
-from lerobot_testlib import REPO, assert_same, run_lerobot_eval, run_runner, runner_batch
+from helpers import REPO
+from lerobot_testlib import assert_same_episodes, run_lerobot_eval, run_runner
 from test_parity_metaworld import same_sum
 
 pytestmark = pytest.mark.slow
@@ -105,21 +106,7 @@ def test_observations_identical_to_lerobot(name: str) -> None:
     space = theirs_env.single_action_space
     space.seed(0)
     actions = [space.sample() for _ in range(4)]
-    try:
-        for k in (0, 1):
-            obs_t, _ = theirs_env.reset(seed=[SEED + k])
-            obs_o, _ = ours_env.reset(seed=SEED + k, options={"episode_index": k})
-            assert_same(theirs(obs_t), runner_batch(obs_o, task.text), f"episode {k} reset", keys)
-            for i, action in enumerate(actions):
-                obs_t, rew_t, term_t, trunc_t, info_t = theirs_env.step(action[None])
-                obs_o, rew_o, term_o, trunc_o, info_o = ours_env.step(action)
-                where = f"episode {k} step {i}"
-                assert_same(theirs(obs_t), runner_batch(obs_o, task.text), where, keys)
-                assert (float(rew_t[0]), bool(term_t[0]), bool(trunc_t[0])) == (rew_o, term_o, trunc_o), where
-                assert bool(np.asarray(info_t["is_success"])[0]) == info_o["is_success"], where
-    finally:
-        theirs_env.close()
-        ours_env.close()
+    assert_same_episodes(theirs_env, theirs, ours_env, task.text, keys, [actions, actions], seed=SEED)
 
 
 def test_specs_are_yaml_only() -> None:

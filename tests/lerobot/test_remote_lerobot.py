@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+from helpers import served
 from lerobot_testlib import run_runner
 
 pytestmark = pytest.mark.slow
@@ -17,12 +18,12 @@ pytestmark = pytest.mark.slow
 TASK, SEED, STEPS, EPISODES = "metaworld-push-v3", 1000, 30, 4
 
 
-def test_served_act_equals_local_act_at_batch_2(policy_dirs, serve_policy, tmp_path) -> None:
+def test_served_act_equals_local_act_at_batch_2(policy_dirs, tmp_path) -> None:
     policy = policy_dirs["image"]
     sets = (f"env.max_steps={STEPS}",)
     local = run_runner(policy, tmp_path / "local", task=TASK, seed=SEED, batch_size=2, n_episodes=EPISODES, sets=sets)
-    with serve_policy("specs/metaworld.yaml", f"policy.path={policy}", "policy.rename_map={}",
-                      "policy.empty_cameras=0", "policy.device=cpu", python=sys.executable) as server:
+    with served("specs/metaworld.yaml", f"policy.path={policy}", "policy.rename_map={}", "policy.empty_cameras=0",
+                "policy.device=cpu", python=sys.executable, log_dir=tmp_path / "serve-logs") as server:
         remote = run_runner(policy, tmp_path / "remote", task=TASK, seed=SEED, batch_size=2, n_episodes=EPISODES,
                             sets=(*sets, "policy.type=remote", f"policy.url={server.url}"))
         stats = server.stats()
