@@ -80,7 +80,6 @@ def lerobot_task_text(env) -> str:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_observations_identical_to_lerobot(name: str) -> None:
     """Part 1 of the module docstring."""
-    import numpy as np
     from lerobot.envs.utils import preprocess_observation
 
     from runner.envs import get_adapter
