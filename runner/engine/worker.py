@@ -323,10 +323,11 @@ class Abandoned(Exception):
 
 
 class SigtermWatch:
-    """SIGTERM in a worker process. Its handler only notes it. The signal machinery also writes the signal's number
-    to a wake-up socket (`signal.set_wakeup_fd`), even while the main thread is stuck in C code; a watchdog thread
-    reads it, wakes the main thread's wait for a request, and ends the process (143, without clean-up, like a kill)
-    when the main thread has not stopped `timeout_s` later."""
+    """SIGTERM in a worker process. Its handler only notes it. The signal machinery writes the signal's number to a
+    wake-up socket (`signal.set_wakeup_fd`), even while the main thread is stuck in C code, and so does the handler
+    (should user code take the wake-up fd over); a watchdog thread reads it, wakes the main thread's wait for a
+    request, and ends the process (143, without clean-up, like a kill) when the main thread has not stopped
+    `timeout_s` later."""
 
     def __init__(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         self.requested = False
@@ -340,6 +341,8 @@ class SigtermWatch:
 
     def _note(self, signum: int, frame: Any) -> None:
         self.requested = True
+        with contextlib.suppress(OSError):  # full: the watchdog has been told already
+            self._wake_w.send(bytes([signum]))
 
     def __call__(self) -> bool:
         return self.requested
