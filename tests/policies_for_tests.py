@@ -158,6 +158,58 @@ def balance() -> Balance:
     return Balance()
 
 
+class Lingers(Balance):
+    """Per-env CartPole policy that lingers once per run (in the first worker to claim `marks`), at its first action,
+    in a `__del__` or in a `finally` block: it writes its pid to `marks`/in, stays until `marks`/go exists (a test
+    writes it once it has signalled the process), then writes `marks`/out."""
+
+    def __init__(self, where: str, marks: str) -> None:
+        self.where = where
+        self.marks = marks
+
+    def act(self, observation: Mapping[str, Any]) -> np.ndarray:
+        if not _claim(os.path.join(self.marks, "claimed")):
+            return super().act(observation)
+        if self.where == "__del__":
+            _LingersWhenCollected(self.marks)  # dropped at once: its __del__ runs here
+            return super().act(observation)
+        try:
+            return super().act(observation)
+        finally:
+            _linger(self.marks)
+
+
+class _LingersWhenCollected:
+    def __init__(self, marks: str) -> None:
+        self.marks = marks
+
+    def __del__(self) -> None:
+        _linger(self.marks)
+
+
+def _claim(path: str) -> bool:
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _linger(marks: str) -> None:
+    with open(os.path.join(marks, "in.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.path.join(marks, "in.tmp"), os.path.join(marks, "in"))
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(marks, "go")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with open(os.path.join(marks, "out"), "w"):
+        pass
+
+
+def lingers(where: str, marks: str) -> Lingers:
+    return Lingers(where, marks)
+
+
 class Hold:
     """Per-env: the action is the robot's own state (PushT's agent position, ALOHA's joint positions): it holds
     still, deterministically, whatever the batch size."""

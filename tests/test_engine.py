@@ -352,3 +352,60 @@ def test_a_policy_call_waits_for_a_late_reply_only_once():
         observe()
         scheduler._act()
     assert policy.calls == 4  # the same late reset holds no call back again
+
+
+# ── stopping a worker ────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to see where the worker waits")
+def test_sigterm_ends_a_worker_waiting_for_a_request_at_once(tmp_path):
+    """A worker's SIGTERM handler only notes the signal; the wake-up fd ends its wait for the next request, so it
+    exits 143 at once instead of when the main process escalates to SIGKILL."""
+    from runner.engine.pool import CLOSE_TIMEOUT_S, open_slots
+    from runner.engine.worker import ERROR, WorkerConfig
+    from runner.spec.model import thaw
+
+    spec = load_spec(write_spec(tmp_path, task="reach-v3", policy={"type": "random"}))
+    config = WorkerConfig("metaworld", thaw(spec.env), None, None, str(tmp_path), False)
+    [slot] = open_slots(1, config, processes=True)
+    try:
+        slot.send("ping", None)
+        assert slot.recv()[0] == ERROR  # it serves requests
+        wchan = Path(f"/proc/{slot.process.pid}/wchan")
+        deadline = time.monotonic() + 60
+        while "poll" not in wchan.read_text():  # until it waits for the next one
+            if time.monotonic() > deadline:
+                pytest.skip(f"cannot tell from {wchan} that the worker waits ({wchan.read_text()!r})")
+            time.sleep(0.01)
+        slot.process.terminate()
+        slot.process.join(CLOSE_TIMEOUT_S)
+        assert slot.process.exitcode == 143
+    finally:
+        slot.close(graceful=False)
+
+
+def test_a_second_signal_that_lands_in_a_finalizer_still_abandons():
+    """The second signal raises KeyboardInterrupt wherever the main thread is. CPython swallows it in a `__del__`
+    ("Exception ignored"): stop_on_signals delivers it again, also when runner.cli.main's hook is not there."""
+    import os
+    import signal
+
+    from runner.engine.signals import stop_on_signals
+
+    class SignalledWhenCollected:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:  # where the handler runs and raises
+                pass
+
+    with pytest.raises(KeyboardInterrupt), stop_on_signals(60) as stop:
+        os.kill(os.getpid(), signal.SIGINT)  # the first signal only stops scheduling
+        deadline = time.monotonic() + 30
+        while not stop.requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stop.requested and not stop.hard
+        SignalledWhenCollected()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # where it is delivered again
+            pass

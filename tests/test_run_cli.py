@@ -103,6 +103,36 @@ def test_interrupt_leaves_a_consistent_ledger(tmp_path, sig, batch):
     assert not [pid for pid in workers if _alive(pid)], "worker processes outlived the run"
 
 
+@pytest.mark.parametrize("where", ["__del__", "finally"])
+def test_sigterm_to_a_worker_in_a_finalizer_or_a_finally_block_ends_it_quietly_at_a_check_point(tmp_path, where):
+    """A worker's SIGTERM handler never raises into the code it interrupts (CPython would print "Exception ignored"
+    and swallow it in a `__del__`; a `finally` block would be cut short): that code runs to its end, and the worker
+    stops at its next check point with 143 and nothing on stderr. Its episode runs again on a fresh worker."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    policy = {"type": "python", "path": "tests.policies_for_tests:lingers", "kwargs": {"where": where,
+                                                                                          "marks": str(marks)}}
+    spec = write_spec(tmp_path, task="CartPole-v1", env_type="gym", policy=policy, n=2, max_steps=20)
+    proc = subprocess.Popen([*RUNNER, "run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress",
+                             "--batch-size", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not (marks / "in").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        worker = int((marks / "in").read_text())
+        os.kill(worker, signal.SIGTERM)
+        (marks / "go").touch()
+        _, stderr = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 0, stderr
+    assert (marks / "out").exists()  # the interrupted code ran to its end
+    assert f"(pid {worker}) exited with code 143" in stderr, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr and "Terminated" not in stderr, stderr
+
+
 # ── one clear error, never a traceback or a hang ─────────────────────────────────────────────────────
 
 

@@ -6,14 +6,13 @@ jsonschema, Jinja, NumPy) are imported inside `main()`, so a Ctrl-C during start
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from runner import __version__
 from runner.errors import RunnerError
+from runner.interrupts import redelivered
 from runner.text import escape
 
 COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report", "compare",
@@ -52,10 +51,14 @@ def main_inner(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a command; every error is printed here, once, and mapped to its exit code (never a traceback)."""
-    previous_hook, sys.unraisablehook = sys.unraisablehook, _interrupt_again
+    """Run a command; every error is printed here, once, and mapped to its exit code (never a traceback).
+
+    A Ctrl-C that lands in a weakref callback or a `__del__` (importlib runs such a callback at every import, so
+    start-up is full of them) would be swallowed by CPython with a traceback and the run would go on: it is
+    delivered again (runner.interrupts)."""
     try:
-        return main_inner(argv)
+        with redelivered():
+            return main_inner(argv)
     except RunnerError as exc:
         print(error_text(exc), file=sys.stderr, flush=True)
         return exc.exit_code
@@ -63,19 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("runner: interrupted", file=sys.stderr, flush=True)
         _forget_unhandled_interrupt()
         return 130
-    finally:
-        sys.unraisablehook = previous_hook
-
-
-def _interrupt_again(unraisable: Any) -> None:
-    """CPython swallows an exception raised in a weakref callback or a `__del__`, printing "Exception ignored in"
-    and a traceback. A Ctrl-C landing there (importlib runs such a callback at every import, so start-up is full of
-    them) would be shown as a traceback and lost, the run going on; it is delivered again to the main thread, from
-    another thread so that it lands after this hook (the SIGINT handler runs: KeyboardInterrupt, or a run's stop)."""
-    if isinstance(unraisable.exc_value, KeyboardInterrupt):
-        _thread.start_new_thread(_thread.interrupt_main, ())
-    else:
-        sys.__unraisablehook__(unraisable)
 
 
 def _forget_unhandled_interrupt() -> None:

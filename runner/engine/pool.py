@@ -3,6 +3,10 @@
 Both take one request at a time (`send`) and give one reply (`recv`). Workers are started with the
 `forkserver` method (`spawn` where there is none): a forked copy of a process holding a GL context
 breaks rendering, and the simulator is only imported inside the worker.
+
+Closing a worker: "close" (it closes its env and exits), else SIGTERM (it stops at its next check point and exits
+143: runner.engine.worker), else SIGKILL, each after CLOSE_TIMEOUT_S. Workers closed together get their SIGTERM
+together, so that those stuck in user code cost CLOSE_TIMEOUT_S once, not once each.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class ProcessSlot:
         self.config = config
         self.context = context
         self.cpu_s: float | None = None  # the worker's CPU time, reported when it closes gracefully
+        self._terminated = False
         self.conn, child = context.Pipe(duplex=True)
         self.process = context.Process(target=worker_main, args=(child, config, index),
                                        name=f"runner-worker-{index}", daemon=True)
@@ -90,6 +95,12 @@ class ProcessSlot:
         with _main_module_hidden():
             return ProcessSlot(self.index, self.config, self.context)
 
+    def terminate(self) -> None:
+        """SIGTERM, once (a second one would end the worker's clean-up)."""
+        if not self._terminated and self.process.is_alive():
+            self._terminated = True
+            self.process.terminate()
+
     def close(self, *, graceful: bool = True, kill: bool = False) -> None:
         """Ask the worker to close its env and exit; terminate it if it does not (or when not graceful);
         `kill`: SIGKILL at once (a hung worker may not answer SIGTERM)."""
@@ -106,7 +117,7 @@ class ProcessSlot:
                 pass
             self.process.join(timeout=CLOSE_TIMEOUT_S)
         if self.process.is_alive():
-            self.process.terminate()
+            self.terminate()
             self.process.join(timeout=CLOSE_TIMEOUT_S)
         if self.process.is_alive():
             self.process.kill()
@@ -214,7 +225,12 @@ def _main_module_hidden() -> Iterator[None]:
 
 
 def close_slots(slots: Sequence[Slot], *, graceful: bool = True) -> None:
-    """Close every slot, even when some fail to close."""
+    """Close every slot, even when some fail to close; not graceful: every worker gets its SIGTERM first."""
+    if not graceful:
+        for slot in slots:
+            if isinstance(slot, ProcessSlot):
+                with contextlib.suppress(Exception):
+                    slot.terminate()
     for slot in slots:
         with contextlib.suppress(Exception):
             slot.close(graceful=graceful)

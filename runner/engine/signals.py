@@ -8,6 +8,12 @@ running the same command again resumes it.
 With in-process slots the main thread itself runs the episode, and a stuck one (a policy that never
 returns) would never look at the stop flag: the first signal then also arms a timer (SIGALRM) that abandons
 it after the grace period, as a second signal would at once.
+
+Why these handlers raise (KeyboardInterrupt) and worker processes' do not (runner.engine.worker): the first signal
+only sets the flag, but abandoning code that never returns -- a stuck policy in this process, in-process slots or a
+batched policy -- is only possible by raising into it. An interrupt raised into a finalizer, where CPython would
+swallow it, is delivered again (runner.interrupts); one raised into a `finally` unwinds from there, which is what
+abandoning means. A worker is abandoned by its own check points, or killed by this process.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from runner.interrupts import redelivered
 
 STOP_GRACE_S = 10.0
 
@@ -75,7 +83,8 @@ def stop_on_signals(grace_s: float = STOP_GRACE_S, *, inline: bool = False) -> I
     for sig, handler in ((signal.SIGINT, on_signal), (signal.SIGTERM, on_signal), (signal.SIGALRM, on_alarm)):
         previous[sig] = signal.signal(sig, handler)
     try:
-        yield stop
+        with redelivered():
+            yield stop
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, old in previous.items():

@@ -25,6 +25,16 @@ LeRobot's `rollout`: done = terminated or truncated, forced at `max_steps`; succ
 `info["is_success"]` up to done; `sum_reward` (math.fsum) / `max_reward` over the steps up to done. (LeRobot's mask also takes the step after done when other envs of its batch
 still run; that step is a frozen replay with reward 0, which changes `max_reward` only when every
 reward is negative. Each episode here is accounted alone.)
+
+SIGTERM (the main process closing a worker, or a signal to the whole process group): the handler only notes it
+and wakes the worker through `signal.set_wakeup_fd`; it never raises, as an exception raised from a handler lands
+wherever the worker is, a `finally` or a finalizer included (CPython then prints "Exception ignored" and goes on).
+The worker stops where it checks: while it waits for a request, between an episode's steps, after an env build and
+after each request (no reply then). An unfinished episode is dropped (its partial video removed), the env closed,
+and the process exits with 143. Code that never gets to a check point (a stuck policy) is not interrupted: the
+worker ends itself STOP_TIMEOUT_S after the signal, as a kill would; the main process cannot always kill it (it
+loses track of workers whose forkserver died, as a signal to the whole process group kills it). A partial video
+left then is removed when the run resumes.
 """
 
 from __future__ import annotations
@@ -32,8 +42,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import multiprocessing.connection
 import os
 import signal
+import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -47,6 +60,7 @@ from runner.errors import RunnerError
 
 START, STEP, STEPS, CLOSE = "start", "step", "steps", "close"
 STARTED, OBS, DONE, CLOSED, ERROR = "started", "obs", "done", "closed", "error"
+STOP_TIMEOUT_S = 5.0  # after SIGTERM, a worker that has not stopped by then ends itself
 
 
 @dataclass(frozen=True)
@@ -112,11 +126,6 @@ class PolicyFailure(Exception):
         self.cause = cause
 
 
-class Terminated(BaseException):
-    """SIGTERM reached a worker process: unwind (removing an unfinished video) and exit 143. A BaseException
-    that no handler of user code or of this module catches."""
-
-
 class EpisodeRunner:
     """Runs episodes on one env at a time (in a worker process, or in the main process).
 
@@ -172,7 +181,7 @@ class EpisodeRunner:
         except BaseException as exc:
             self._abandon()
             if not isinstance(exc, self.user_aborts):
-                raise  # Terminated, or a real Ctrl-C in the main process
+                raise  # a real Ctrl-C in the main process
             return (ERROR, ErrorInfo.from_exception(exc, retry=True))
 
     def start(self, job: EpisodeJob) -> tuple[str, Any]:
@@ -181,6 +190,7 @@ class EpisodeRunner:
             self._close_env()
             self.env = self.adapter.make(job.task, self.env_spec, obs_keys=self.config.obs_keys,
                                          video=self.config.videos)
+            self._check_stop()  # a build may take seconds
         self.job = job
         self._t0 = time.perf_counter()
         observation, info = self.env.reset(seed=job.seed, options={"episode_index": job.index})
@@ -217,8 +227,8 @@ class EpisodeRunner:
         if not len(actions):
             raise ValueError("steps without actions")
         for i, action in enumerate(actions):
-            if i and self.should_stop is not None and self.should_stop():
-                raise Abandoned()
+            if i:
+                self._check_stop()
             reply = self.step(action)
             if reply[0] == DONE:
                 break
@@ -259,8 +269,12 @@ class EpisodeRunner:
                 self._episode_end(value.success)
                 return (kind, value)
             observation = value
-            if self.should_stop is not None and self.should_stop():
-                raise Abandoned()
+            self._check_stop()
+
+    def _check_stop(self) -> None:
+        """A check point (between an episode's steps, after an env build): Abandoned when a stop was asked for."""
+        if self.should_stop is not None and self.should_stop():
+            raise Abandoned()
 
     def _episode_end(self, success: bool) -> None:
         """The per-env policy's optional `episode_end(success)` (a remote policy tells its server): a notification
@@ -303,41 +317,83 @@ class EpisodeRunner:
 
 
 class Abandoned(Exception):
-    """The main process asked to stop while an in-process episode ran."""
+    """A stop was asked for while an episode ran: the main process's (in-process slots), or SIGTERM (a worker)."""
+
+
+class SigtermWatch:
+    """SIGTERM in a worker process. Its handler only notes it. The signal machinery writes the signal's number to a
+    wake-up socket (`signal.set_wakeup_fd`), even while the main thread is stuck in C code, and so does the handler
+    (should user code take the wake-up fd over); a watchdog thread reads it, wakes the main thread's wait for a
+    request, and ends the process (143, without clean-up, like a kill) when the main thread has not stopped
+    `timeout_s` later."""
+
+    def __init__(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        self.requested = False
+        self.timeout_s = timeout_s
+        wake, self._wake_w = socket.socketpair()  # the write end is kept open: the signal machinery writes to it
+        self._wake_w.setblocking(False)
+        self._woken, self._wake_main = socket.socketpair()
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, self._note)
+        threading.Thread(target=self._watch, args=(wake,), name="runner-sigterm", daemon=True).start()
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        with contextlib.suppress(OSError):  # full: the watchdog has been told already
+            self._wake_w.send(bytes([signum]))
+
+    def __call__(self) -> bool:
+        return self.requested
+
+    def wait(self, conn: Any) -> bool:
+        """Wait until `conn` has a request (or its end) to read: True; or SIGTERM came: False."""
+        if not self.requested:
+            multiprocessing.connection.wait([conn, self._woken])
+        return not self.requested
+
+    def _watch(self, wake: socket.socket) -> None:
+        while signal.SIGTERM not in (numbers := wake.recv(256)):
+            if not numbers:
+                return
+        self.requested = True
+        self._wake_main.send(b"\0")
+        time.sleep(self.timeout_s)
+        os._exit(128 + signal.SIGTERM)  # stuck in code without a check point (a policy that never returns)
 
 
 def worker_main(conn: Any, config: WorkerConfig, slot: int) -> None:
     """Entry point of a worker process: serve messages until "close" or the main process goes away. SIGTERM
-    (the main process closing a worker, or a signal to the whole process group) ends it quietly with 143,
-    after its clean-up (an unfinished video is removed), whenever it comes."""
+    ends it quietly with 143 at its next check point, after its clean-up (an unfinished video is removed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    sigterm = SigtermWatch()
     runner = None
-    terminated = False
     try:
-        signal.signal(signal.SIGTERM, _terminate)
         for key, value in config.environ.items():
             os.environ.setdefault(key, value)
         # The heap inherited from the forkserver (simulator modules) never becomes garbage: keep the
         # cyclic GC from scanning it on every full collection (and from copying its pages).
         gc.freeze()
         try:
-            runner = EpisodeRunner(config, slot, in_worker=True)
+            runner = EpisodeRunner(config, slot, sigterm, in_worker=True)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            conn.send((ERROR, ErrorInfo.from_exception(exc)))
-        _serve(conn, runner)
-    except Terminated:
-        terminated = True
+            if not sigterm():
+                conn.send((ERROR, ErrorInfo.from_exception(exc)))
+        _serve(conn, runner, sigterm)
+    except Abandoned:
+        if not sigterm():
+            raise
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during clean-up just ends the process
         if runner is not None:
             with contextlib.suppress(Exception):
                 runner.close()
-    if terminated:
+    if sigterm():
         raise SystemExit(128 + signal.SIGTERM)
 
 
-def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
-    while True:
+def _serve(conn: Any, runner: EpisodeRunner | None, sigterm: SigtermWatch) -> None:
+    """Answer requests until "close", the main process goes away, or SIGTERM (Abandoned in an episode)."""
+    while sigterm.wait(conn):
         try:
             command, payload = conn.recv()
         except (EOFError, OSError):
@@ -348,13 +404,11 @@ def _serve(conn: Any, runner: EpisodeRunner | None) -> None:
             reply = (CLOSED, None)
         else:
             reply = (ERROR, ErrorInfo("RuntimeError", "the worker failed to start", False, "", ""))
+        if sigterm():
+            return  # no reply: whoever sent SIGTERM is not waiting for it (and may never read a large one)
         try:
             conn.send(reply)
         except OSError:
             return
         if command == CLOSE:
             return
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
