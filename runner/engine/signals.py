@@ -50,10 +50,6 @@ class StopControl:
     def requested(self) -> bool:
         return self._at is not None
 
-    @property
-    def hard(self) -> bool:
-        return self._hard
-
     def abandon(self) -> bool:
         """Whether episodes in flight must be dropped now."""
         return self._hard or (self._at is not None and time.monotonic() - self._at > self.grace_s)

@@ -246,30 +246,28 @@ class EpisodeRunner:
 
         space = self.env.action_space
         spec = ActionSpec(space)
-        catch = (Exception, *self.user_aborts)
-        try:
-            self.policy.reset(EpisodeStart(self.slot, job.task, job.index, job.seed, space, self.config.n_slots))
-        except RunnerError as exc:
-            if transient(exc):
-                raise PolicyFailure(exc) from exc
-            raise
-        except catch as exc:
-            raise PolicyFailure(exc) from exc
+        self._policy_call(self.policy.reset, EpisodeStart(self.slot, job.task, job.index, job.seed, space,
+                                                          self.config.n_slots))
         while True:
-            try:
-                action = self.policy.act(observation)
-            except RunnerError as exc:
-                if transient(exc):
-                    raise PolicyFailure(exc) from exc
-                raise
-            except catch as exc:
-                raise PolicyFailure(exc) from exc
+            action = self._policy_call(self.policy.act, observation)
             kind, value = self.step(check_action(action, spec, job.describe))
             if kind == DONE:
                 self._episode_end(value.success)
                 return (kind, value)
             observation = value
             self._check_stop()
+
+    def _policy_call(self, method: Callable[..., Any], *args: Any) -> Any:
+        """A per-env policy's method called; what it raises becomes a PolicyFailure (never retried), except runner's
+        own errors, which stop the run as they are unless transient (a policy server gone: retried)."""
+        try:
+            return method(*args)
+        except RunnerError as exc:
+            if transient(exc):
+                raise PolicyFailure(exc) from exc
+            raise
+        except (Exception, *self.user_aborts) as exc:
+            raise PolicyFailure(exc) from exc
 
     def _check_stop(self) -> None:
         """A check point (between an episode's steps, after an env build): Abandoned when a stop was asked for."""
