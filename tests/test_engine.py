@@ -404,7 +404,7 @@ def test_a_second_signal_that_lands_in_a_finalizer_still_abandons():
         deadline = time.monotonic() + 30
         while not stop.requested and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert stop.requested and not stop.hard
+        assert stop.requested and not stop.abandon()
         SignalledWhenCollected()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # where it is delivered again
