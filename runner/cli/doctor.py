@@ -9,12 +9,12 @@ from runner.cli.common import HelpFormatter, add_set_option, say
 
 DESCRIPTION = """\
 Check that this machine can run the spec, without running the evaluation: the packages of its install
-plan (at the pinned versions), the simulator, the tasks, their assets, the policy (a hub id is checked for
-reachability within seconds), offscreen rendering when the run renders, and one env reset + one policy
-action + one step. Each line is ok, FAIL (with its fix), note or skip (its ground failed: only causes are
-reported). Exit 0 when nothing fails, 3 otherwise.
+plan (at the pinned versions), then the steps every run takes before it writes anything (simulator, policy:
+a hub id or policy server reachable within seconds, assets, tasks, the policy loaded, offscreen rendering
+when the run renders), then one env reset + one policy action + one step. Each line is ok, FAIL (with its
+fix), note or skip (its ground failed: only causes are reported). Exit 0 when nothing fails, 3 otherwise.
 
-`runner run` performs the cheap checks itself before writing anything.
+`runner run` takes the same steps before it writes anything and stops at the first failure.
 
 examples:
   runner doctor specs/metaworld.yaml --set policy.type=scripted
