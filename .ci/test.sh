@@ -37,9 +37,8 @@ run_suite() {  # name, python, pytest args...: the suite's exit status in $work/
   echo "$rc" >"$work/$name.rc"
   echo $((SECONDS - start)) >"$work/$name.s"
 }
-prefixed() {  # name, then run_suite's arguments: its output line by line, each line marked with the suite's name
-  local name=$1
-  run_suite "$@" 2>&1 | sed -u "s/^/[$name] /"
+prefixed() {  # run_suite's arguments: its output line by line, each line marked with the suite's name
+  run_suite "$@" 2>&1 | sed -u "s/^/[$1] /"
 }
 
 suites=(
@@ -55,7 +54,7 @@ if [ "${RUNNER_TEST_PARALLEL:-1}" = 0 ]; then
 else
   for suite in "${suites[@]}"; do
     # shellcheck disable=SC2086
-    prefixed ${suite%% *} $suite &
+    prefixed $suite &
   done
   wait
 fi
