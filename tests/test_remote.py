@@ -9,6 +9,7 @@ oversized frames and vanishing clients are refused or cleaned up while the serve
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -152,6 +153,33 @@ def test_server_killed_mid_run_then_resumed(tmp_path):
     assert again.returncode == 0, again.stderr
     assert results(out) == results(tmp_path / "local")
     assert read_run_file(out).state == "complete"
+
+
+def test_a_server_that_closes_during_the_handshake_is_unreachable():
+    """A server going away while the client sends its handshake (what a killed server does to a reconnecting
+    client): each attempt is a transient PolicyUnavailable, never websockets' own ConnectionClosedError."""
+    import threading
+
+    from runner.errors import PolicyUnavailable
+    from runner.policies.remote.client import Connection, Endpoint
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"ws://127.0.0.1:{listener.getsockname()[1]}"
+
+    def close_each() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                peer, _ = listener.accept()
+                peer.shutdown(socket.SHUT_RDWR)
+                peer.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        for _ in range(30):  # websockets raises ConnectionClosedError for most of these, InvalidMessage for the rest
+            with pytest.raises(PolicyUnavailable, match=f"cannot reach the policy server at {url}"):
+                Connection(Endpoint(url, connect_retries=0, connect_timeout_s=5)).open()
+    finally:
+        listener.close()
 
 
 def test_api_key(tmp_path):

@@ -56,7 +56,7 @@ class Connection:
 
     def open(self) -> Any:
         """Connect (closing any earlier connection) and return the server's metadata."""
-        from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
         from websockets.sync.client import connect
 
         self.close()
@@ -83,7 +83,8 @@ class Connection:
                     raise ConfigError(self._refused(status)) from None
                 reason = f"HTTP {status} {_body(exc.response)}".strip()
                 continue
-            except (OSError, TimeoutError, InvalidHandshake, EOFError) as exc:
+            except (OSError, TimeoutError, InvalidHandshake, EOFError, ConnectionClosed) as exc:
+                # ConnectionClosed: the server went away while the handshake was being sent (e.g. it is being killed)
                 reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 continue
             try:
