@@ -10,7 +10,6 @@ import pytest
 from helpers import REPO
 
 
-
 @pytest.mark.slow
 def test_throughput_quick_runs_every_measurement_on_the_same_episodes():
     done = subprocess.run(

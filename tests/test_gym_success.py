@@ -11,7 +11,6 @@ from helpers import write_spec_data
 from runner.cli.main import main
 
 
-
 def run(tmp_path: Path, capsys, success: dict | None, *, task: str = "CartPole-v1",
         policy: dict | None = None) -> tuple[dict, str]:
     env = {"type": "gym", "task": task}

@@ -16,7 +16,6 @@ from runner.results import EpisodeRecord
 from runner.results.coverage import video_relpath
 from runner.tasks import TaskRef
 
-
 # ── real runs ──────────────────────────────────────────────────────────────────────────────────────────
 
 

@@ -10,11 +10,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import (N, REPO, SEED, TASKS, full_records, record, run_file, runner_cli, runner_main, runner_run, write_dir,
-                     write_spec)
+from helpers import (
+    REPO,
+    SEED,
+    TASKS,
+    N,
+    full_records,
+    record,
+    run_file,
+    runner_cli,
+    runner_main,
+    runner_run,
+    write_dir,
+    write_spec,
+)
 
 from runner.cli.main import main
-from runner.spec.derived import run_identity
 from runner.envs import get_adapter
 from runner.results import Shard, read_run_file
 from runner.results.coverage import Plan, cover, video_relpath
@@ -22,6 +33,8 @@ from runner.results.ledger import MAX_LINE_BYTES, LedgerError, load_ledger
 from runner.results.locations import claim, run_dir_order
 from runner.results.runfile import RunFileError, spec_hash
 from runner.spec import load_spec
+from runner.spec.derived import run_identity
+
 
 def merge(capsys, *args) -> tuple[int, str, str]:
     return runner_main(capsys, "merge", *args)

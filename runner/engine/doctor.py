@@ -186,4 +186,4 @@ def _one_step(spec: Spec, preflight: Any) -> str:
            f"{time.perf_counter() - start:.1f} s"
 
 
-__all__ = ["Check", "FAIL", "NOTE", "OK", "SKIP", "run_checks"]
+__all__ = ["FAIL", "NOTE", "OK", "SKIP", "Check", "run_checks"]

@@ -147,4 +147,4 @@ class Preflight:
         return text + (f" (serving: {' '.join(parts)})" if parts else "")
 
 
-__all__ = ["BUILD", "CHECKS", "POLICY_STEPS", "STEPS", "Prepared", "Preflight", "observation_keys"]
+__all__ = ["BUILD", "CHECKS", "POLICY_STEPS", "STEPS", "Preflight", "Prepared", "observation_keys"]

@@ -12,6 +12,7 @@ from runner.results.aggregate import (
     wilson_interval,
 )
 from runner.results.ledger import LEDGER_NAME, Ledger, LedgerContents, LedgerError, load_ledger, read_ledger
+from runner.results.locations import default_run_dir
 from runner.results.outputs import (
     EVAL_INFO_NAME,
     METRICS_NAME,
@@ -21,10 +22,9 @@ from runner.results.outputs import (
     write_json_atomic,
     write_outputs,
 )
-from runner.results.locations import default_run_dir
 from runner.results.records import ERROR, OK, EpisodeRecord
-from runner.results.terminal import Progress, summary_table
 from runner.results.runfile import RUN_NAME, RunFile, RunFileError, Shard, read_run_file, spec_changes, write_run_file
+from runner.results.terminal import Progress, summary_table
 from runner.results.video import VideoWriter
 
 __all__ = [
@@ -33,17 +33,17 @@ __all__ = [
     "LEDGER_NAME",
     "METRICS_NAME",
     "OK",
+    "RUN_NAME",
     "TIMING_KEYS",
     "EpisodeRecord",
     "Ledger",
     "LedgerContents",
     "LedgerError",
     "OutputValidationError",
-    "RUN_NAME",
+    "Progress",
     "RunFile",
     "RunFileError",
     "Shard",
-    "Progress",
     "VideoWriter",
     "build_eval_info",
     "build_metrics",

@@ -16,6 +16,7 @@ from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.yamlload import Document
 from runner.text import visible
 
+
 def _is_integer(checker: Any, value: Any) -> bool:
     """JSON Schema counts 1.0 as an integer; a spec may not (it would reach the code as a float)."""
     return isinstance(value, int) and not isinstance(value, bool)

@@ -25,7 +25,17 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
-from runner.envs.base import AGENT_POS, ENV_STATE, PIXELS, EnvAdapter, TaskEnv, renders, select_task_ids, unique_groups, wants
+from runner.envs.base import (
+    AGENT_POS,
+    ENV_STATE,
+    PIXELS,
+    EnvAdapter,
+    TaskEnv,
+    renders,
+    select_task_ids,
+    unique_groups,
+    wants,
+)
 from runner.envs.metaworld import task_names
 from runner.envs.metaworld.catalog import METAWORLD_TASKS
 from runner.errors import ConfigError, MissingDependencyError
