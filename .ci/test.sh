@@ -7,8 +7,9 @@
 # The two suites run at the same time, each in its own pytest process with its own temporary directory: they share
 # no files, ports are chosen free by the OS, every simulator and EGL context lives in its own process, and every
 # test is written to pass on a loaded machine. RUNNER_TEST_PARALLEL=0 runs them one after the other.
-# Prints the set-up's and each suite's minutes, warns past 45 minutes in all, and ends with one line summing all
-# suites. Exits non-zero on any failure, and when a suite collected no tests (pytest exit 5).
+# Each suite lists its 15 slowest tests (where the budget goes). Prints the set-up's and each suite's minutes, warns
+# past 45 minutes in all, and ends with one line summing all suites. Exits non-zero on any failure, and when a suite
+# collected no tests (pytest exit 5).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export MUJOCO_GL=egl PYOPENGL_PLATFORM=egl
@@ -31,7 +32,7 @@ run_suite() {  # name, python, pytest args...: the suite's exit status in $work/
   local name=$1 python=$2 start=$SECONDS rc
   shift 2
   echo "=== $name: $python -m pytest $*"
-  "$python" -m pytest -q -p no:cacheprovider --basetemp="$work/tmp-$name" --junitxml="$work/$name.xml" "$@"
+  "$python" -m pytest -q -p no:cacheprovider --durations=15 --basetemp="$work/tmp-$name" --junitxml="$work/$name.xml" "$@"
   rc=$?
   if [ "$rc" -eq 5 ]; then echo "test: $name collected no tests" >&2; rc=1; fi
   echo "$rc" >"$work/$name.rc"
