@@ -34,10 +34,12 @@ KINDS = ("act", "act-default", "act-ensemble", "diffusion")
 
 
 def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed: int = 0, kind: str = "act",
-                     layout: str = "metaworld") -> Path:
+                     layout: str = "metaworld", action_mean: tuple[float, ...] | None = None,
+                     action_std: float = 1.0) -> Path:
     """Write a random-init policy for an env's features (`layout`): ACT (ResNet18 without pretrained weights;
     dim_model 64 and chunk 10, or LeRobot's defaults with `kind="act-default"`), or a small diffusion policy
-    (`kind="diffusion"`)."""
+    (`kind="diffusion"`). The action statistics (identity by default) centre its actions: `action_mean` plus
+    `action_std` times the random network's output, which still depends on every observation."""
     import torch
     from lerobot.configs import FeatureType, NormalizationMode, PolicyFeature
 
@@ -81,7 +83,8 @@ def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed:
     stats = {
         image_key: {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)},
         "observation.state": {"mean": torch.zeros(state_dim), "std": torch.ones(state_dim)},
-        "action": {"mean": torch.zeros(action_dim), "std": torch.ones(action_dim)},
+        "action": {"mean": torch.tensor(action_mean, dtype=torch.float32) if action_mean else torch.zeros(action_dim),
+                   "std": torch.full((action_dim,), float(action_std))},
     }
     torch.manual_seed(seed)
     policy = Policy(config)
