@@ -11,8 +11,9 @@ command's excess over its yardstick: `python -c pass` for --version/--help, `imp
 Beside the times, a proxy that noise cannot move: the number of modules imported (`python -X importtime`).
 
 Shipped specs whose env.task names a `module:Id` Gym id import that module (e.g. ALOHA's gym_aloha imports
-dm_control and MuJoCo): `validate` must, to check the id. Its own import time is measured apart (`import MODULE`)
-and subtracted in the "excess w/o id import" column.
+dm_control and MuJoCo): `validate` must, to check the id, and imports the id's entry-point module as well when the
+spec sets env.kwargs (to check them against the env's constructor). That import is measured apart (`import MODULE,
+ENTRY_MODULE`) and subtracted in the "excess w/o id import" column.
 
 --run: `runner run` of a one-step Meta-World episode (scripted expert, batch size 1, no video): its wall time minus
 the episodes' own time (eval_s in eval_info.json) is the fixed start-up and close of a run.
@@ -73,12 +74,26 @@ def modules(argv: list[str], root: Path) -> int:
 
 
 def gym_module(spec: Path) -> str | None:
-    """The module a spec's `module:Id` Gym task imports, if any (extends resolved)."""
+    """What `validate` imports of a spec's `module:Id` Gym task, if any (extends resolved): the module, and when the
+    spec sets env.kwargs, the id's entry-point module too (validate reads its constructor to check them)."""
+    import importlib
+
     from runner.spec import load_spec
 
     env = load_spec(spec).env
     task = env.task.split(",")[0]
-    return task.rpartition(":")[0] if env.type == "gym" and ":" in task else None
+    if env.type != "gym" or ":" not in task:
+        return None
+    module, _, name = task.rpartition(":")
+    modules = [module]
+    if env.kwargs:
+        importlib.import_module(module)
+        from gymnasium.envs.registration import registry
+
+        point = registry[name].entry_point
+        if isinstance(point, str):
+            modules.append(point.partition(":")[0])
+    return ", ".join(dict.fromkeys(modules))
 
 
 def run_argv(py: str, out: Path) -> list[str]:

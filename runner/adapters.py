@@ -142,11 +142,17 @@ class PolicyType:
 
 
 @functools.cache
+def _entry_points() -> metadata.EntryPoints:
+    """Every installed entry point, read once (each read scans every installed distribution)."""
+    return metadata.entry_points()
+
+
+@functools.cache
 def registered(kind: str) -> dict[str, str]:
     """name -> "module:attribute" of every descriptor of `kind` ("env" or "policy"): built-ins, then plugins."""
     group, builtins = KINDS[kind]
     found = dict(builtins)
-    for entry in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+    for entry in sorted(_entry_points().select(group=group), key=lambda e: e.name):
         found.setdefault(entry.name, entry.value)  # never over a built-in
     return found
 

@@ -53,3 +53,14 @@ def test_python_policy_results_do_not_depend_on_the_batch_size(name, tmp_path):
     per_task = [r["eval_info"]["per_task"][0]["metrics"] for r in runs]
     assert per_task[0]["sum_rewards"] == per_task[1]["sum_rewards"]
     assert per_task[0]["successes"] == per_task[1]["successes"] == [False] * 3
+
+
+@pytest.mark.parametrize("module", ["gym_pusht", "gym_aloha", "gymnasium", "yaml", "PIL", "mujoco"])
+def test_the_providers_of_a_module_are_what_a_full_scan_finds(module):
+    """The shortcut (the distribution named like the module) and the fallback (every distribution's file list,
+    here for yaml: PyYAML, PIL: pillow) agree with importlib.metadata's own scan."""
+    from importlib import metadata
+
+    from runner.envs.gym import providers
+
+    assert sorted(providers(module)) == sorted(metadata.packages_distributions()[module])

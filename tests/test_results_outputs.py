@@ -25,7 +25,7 @@ from runner.results.outputs import (
     write_outputs,
 )
 from runner.results.records import ERROR, EpisodeRecord
-from runner.results.schema import EPISODE, EVAL_INFO, METRICS, load_schema
+from runner.results.schema import EPISODE, EVAL_INFO, METRICS, RUN, load_schema
 from runner.results.video import VideoWriter
 from runner.tasks import TaskRef
 
@@ -38,8 +38,9 @@ def test_paths():
     assert video_relpath(TASKS[1], 3) == "videos/easy_1/eval_episode_3.mp4"
 
 
-@pytest.mark.parametrize("name", [EPISODE, EVAL_INFO, METRICS])
+@pytest.mark.parametrize("name", [EPISODE, EVAL_INFO, METRICS, RUN])
 def test_schemas_are_valid_draft_2020_12(name):
+    """Checked here, not each time a results file is read."""
     schema = load_schema(name)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)

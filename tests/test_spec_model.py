@@ -186,6 +186,13 @@ def test_schema_is_valid_draft_2020_12() -> None:
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
+def test_schema_with_registered_types_is_valid() -> None:
+    """What `validate` checks specs against (the committed schema plus plugins' names): checked here, not per run."""
+    out = schema.with_registered_types(SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(out)
+    assert set(out["$defs"]["env"]["properties"]["type"]["enum"]) >= {"gym", "libero", "metaworld"}
+
+
 # --- the frozen Spec -----------------------------------------------------------------------------
 
 
