@@ -4,6 +4,7 @@ files import are in helpers.py (`from helpers import ...`)."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,12 @@ from helpers import RENDER_ENV, REPO, runner_run
 
 for _key, _value in RENDER_ENV.items():
     os.environ.setdefault(_key, _value)
+
+# Ctrl-C as from a terminal, also when the suite runs as a background job of a script (.ci/test.sh runs its suites
+# side by side): bash starts those with SIGINT ignored, an ignored signal stays ignored across exec, and the tests of
+# what Ctrl-C does (in this process and in every `runner` they start) would then test nothing.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
