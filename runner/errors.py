@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import signal
 
 
@@ -41,6 +42,13 @@ class DriftError(RunnerError):
     """Generated files differ from what the specs produce (exit 1)."""
 
     exit_code = 1
+
+
+def with_hint(exc: RunnerError, hint: str) -> RunnerError:
+    """The same error (class, exit code, signal) with `hint` after its message."""
+    out = copy.copy(exc)
+    out.args = (f"{exc}; {hint}",)
+    return out
 
 
 class Interrupted(RunnerError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -159,13 +160,14 @@ def test_cli_reports_errors_separately_and_resume_retries_them(tmp_path):
     assert "gym_0 episode 2 (seed 1002): worker" in proc.stdout and "SIGSEGV" in proc.stdout
     line = one_error_line(proc)
     assert "1 of 4 episodes could not be run" in line and "--allow-errors" in line
+    retry = shlex.split(line.split("to try them again: ", 1)[1])
+    assert retry == ["runner", "run", str(spec), "--output-dir", str(out)]
     eval_info = json.loads((out / "eval_info.json").read_text())
     assert eval_info["overall"]["n_errors"] == 1 and eval_info["overall"]["n_episodes"] == 3
     assert json.loads((out / "metrics.json").read_text())["n_errors"] == 1
 
-    # The same command again retries only the error episode (still failing) and exits 0 with --allow-errors.
-    again = runner("run", str(spec), "--output-dir", str(out), "--max-retries", "0", "--no-progress",
-                   "--allow-errors")
+    # The printed command retries only the error episode (still failing) and exits 0 with --allow-errors.
+    again = runner(*retry[1:], "--max-retries", "0", "--no-progress", "--allow-errors")
     assert again.returncode == 0, again.stderr
     assert "resumed: 3 episode(s) were already done, 1 ran now" in again.stdout
     assert eval_info_of(out) == strip_timings(eval_info)

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import time
@@ -120,11 +121,23 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_run(tmp_pat
     print("\n".join(report))
 
 
+def printed_command(stderr: str) -> list[str]:
+    """The `runner ...` command a message ends with (after "resume with: "), as arguments after RUNNER."""
+    line = next(line for line in stderr.splitlines() if "resume with: " in line)
+    argv = shlex.split(line.split("resume with: ", 1)[1])
+    assert argv[:2] == ["runner", "run"], line
+    return argv[1:]
+
+
 @pytest.mark.slow
-def test_sigterm_exits_143_and_the_same_command_resumes(tmp_path, reference):
+def test_sigterm_exits_143_and_the_printed_command_resumes(tmp_path, reference):
+    """Started without --output-dir (running the same command again would start a new run): the message names the
+    command that resumes this one, and running it, as printed, does."""
     spec, expected, expected_outputs = reference
-    out = tmp_path / "out"
-    proc = start(command(spec, out))
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = start(command(spec, None, "--set", "eval.videos=0"), cwd=work)
+    [out] = _wait_for_default_dir(work, proc)
     deadline = time.monotonic() + TIMEOUT_S
     while lines(out / "episodes.jsonl") < 4:
         assert proc.poll() is None and time.monotonic() < deadline
@@ -133,12 +146,13 @@ def test_sigterm_exits_143_and_the_same_command_resumes(tmp_path, reference):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr
     assert "interrupted after" in stderr and "(SIGTERM)" in stderr and "Traceback" not in stderr
-    assert "run the same command again to resume" in stderr
+    resume = printed_command(stderr)
+    assert "--output-dir" in resume and "eval.videos=0" in resume
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert 4 <= len(records) < 2 * N_EPISODES
     assert read_run_file(out).state == "interrupted" and not (out / "eval_info.json").exists()
 
-    done = finish(command(spec, out))
+    done = finish(resume, cwd=work)
     assert done.returncode == 0, done.stderr
     assert f"resumed: {len(records)} episode(s) were already done" in done.stdout
     assert episodes(out) == expected and outputs_of(out) == expected_outputs

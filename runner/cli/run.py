@@ -25,10 +25,11 @@ or not at all; the summary says why), each env in its own worker process
 (in this process when the batch size is 1 or eval.use_async_envs is false; --isolate forces a process),
 never more than one simulator per slot. A slot starts another episode as soon as its current one ends.
 
-Resume: running the same command again on the same --output-dir skips the finished episodes and runs the
+Resume: the same spec and --set options with the same --output-dir skip the finished episodes and run the
 rest (episodes recorded as errors are tried again); the final eval_info.json and metrics.json are those of
-an uninterrupted run. A changed spec is refused, naming what changed. --resume without --output-dir
-resumes the newest run of this spec under outputs/eval/.
+an uninterrupted run. A changed spec is refused, naming what changed. A run without --output-dir gets a new
+directory each time: add --output-dir DIR, or --resume for the newest run of this spec under outputs/eval/.
+A run that stops (Ctrl-C, errors, a server gone) prints the command that resumes it.
 
 Faults: a worker that crashes (segfault, exit, simulator exception) or hangs past the episode timeout is
 replaced and its episode tried again, up to --max-retries times; then it is recorded as an error (not a

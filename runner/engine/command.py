@@ -47,7 +47,8 @@ def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_
         say(summary_table(outcome.merged.eval_info))
         say(f"merged {launch.world} shards into {out_dir}")
         write_run_report(out_dir, say)
-        check_errors(outcome.merged.errors, len(outcome.merged.records), allow_errors)
+        check_errors(outcome.merged.errors, len(outcome.merged.records), allow_errors,
+                     f"launch the same command again (same --output-dir {out_dir}): every rank resumes its shard")
         return
     where = "" if options.shard is None else f" (shard {options.shard})"
     say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
@@ -57,7 +58,7 @@ def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_
         say(line)
     if result.shard is None:
         write_run_report(Path(result.out_dir), say)
-    check_errors(result.errors, len(result.records), allow_errors)
+    check_errors(result.errors, len(result.records), allow_errors, result.run_file.rerun_command(result.out_dir))
 
 
 def summary(result: EvalResult) -> list[str]:
@@ -86,15 +87,15 @@ def summary(result: EvalResult) -> list[str]:
     return lines
 
 
-def check_errors(errors: Sequence[Any], total: int, allow_errors: bool) -> None:
-    """EvaluationError naming the first episode that could not be run, unless `allow_errors`."""
+def check_errors(errors: Sequence[Any], total: int, allow_errors: bool, retry: str) -> None:
+    """EvaluationError naming the first episode that could not be run, unless `allow_errors`; `retry`: the command
+    that runs them again."""
     if errors and not allow_errors:
         first = errors[0]
         last_line = (first.error or "").strip().splitlines()[-1] if first.error else "?"
         raise EvaluationError(f"{len(errors)} of {total} episodes could not be run (recorded as errors, not "
                               f"failures; outputs written): first: {first.task_key} episode {first.episode_index}: "
-                              f"{last_line}; --allow-errors exits 0 anyway, running the same command again retries "
-                              "them")
+                              f"{last_line}; --allow-errors exits 0 anyway; to try them again: {retry}")
 
 
 __all__ = ["check_errors", "run_spec", "summary"]

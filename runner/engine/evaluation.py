@@ -9,7 +9,8 @@ assets, tasks), then the output directory's state, then the policy is built and 
 anything is written;
 then the directory's life is runner.results.rundir's (lock, run.json, ledger, resume under the ledger rules,
 outputs; "complete" only when every planned episode has a record). A failure, Ctrl-C or SIGTERM leaves
-every finished episode in the ledger and run.json "failed" or "interrupted"; the same command resumes.
+every finished episode in the ledger and run.json "failed" or "interrupted", and its message ends with the command
+that resumes the run (`RunFile.rerun_command`: the spec, its --set overrides and --output-dir).
 
 Faults (worker processes): see runner.engine.scheduler. The default episode timeout is generous,
 `DEFAULT_TIMEOUT_BASE_S + DEFAULT_TIMEOUT_PER_STEP_S x max_steps` of worker time: a hang detector, never
@@ -37,7 +38,7 @@ from runner.engine.preflight import BUILD, CHECKS, Preflight
 from runner.engine.scheduler import Scheduler, TraceEvent
 from runner.engine.signals import STOP_GRACE_S, stop_on_signals
 from runner.engine.worker import EpisodeResult, WorkerConfig
-from runner.errors import ConfigError, Interrupted
+from runner.errors import ConfigError, Interrupted, RunnerError, with_hint
 from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
@@ -164,10 +165,15 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
                 threads = config.environ.get("LP_NUM_THREADS") or os.environ.get("LP_NUM_THREADS") or share
                 config = dataclasses.replace(config, environ={**config.environ, "LP_NUM_THREADS": threads})
             config = dataclasses.replace(config, out_dir=str(run_dir.path), n_slots=batch_size)
-            run = _run(todo, len(jobs), len(jobs) - len(todo), config, batch_size, processes, session,
-                       options, schedule, policy=None if per_env else policy, policy_name=policy_label(spec),
-                       preload=preload)
-            eval_info, metrics = session.finish(run.eval_s)
+            try:
+                run = _run(todo, len(jobs), len(jobs) - len(todo), config, batch_size, processes, session,
+                           options, schedule, policy=None if per_env else policy, policy_name=policy_label(spec),
+                           preload=preload)
+                eval_info, metrics = session.finish(run.eval_s)
+            except RunnerError as exc:  # the ledger is kept: say how to go on (bad input needs a fix first)
+                if isinstance(exc, ConfigError):
+                    raise
+                raise with_hint(exc, resume_hint(session.run, run_dir.path)) from None
     finally:
         with contextlib.suppress(Exception):  # the policy's own clean-up never hides the run's outcome
             policy.close()
@@ -176,6 +182,11 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
                       ran=len(session.records), workers_replaced=run.workers_replaced, shard=options.shard,
                       run_file=session.run, batch_reason=choice.reason if choice else None,
                       rendering=prepared.rendering, render_threads=threads)
+
+
+def resume_hint(run: RunFile, out_dir: Path) -> str:
+    """How to go on with a stopped run: the command that resumes it (what is done is kept, errors are tried again)."""
+    return f"resume with: {run.rerun_command(out_dir)}"
 
 
 @dataclass
@@ -234,8 +245,8 @@ def _run(jobs: list[EpisodeJob], total: int, done: int, config: WorkerConfig, ba
             if signum == signal.SIGALRM:  # the grace period's timer: the signal that started the stop
                 signum = signal.SIGINT
             raise Interrupted(f"interrupted after {done + finished} of {total} episodes "
-                              f"({signal.Signals(signum).name}); the finished ones are in {ledger_path}; run the "
-                              "same command again to resume", signum) from None
+                              f"({signal.Signals(signum).name}); the finished ones are in {ledger_path}",
+                              signum) from None
         finally:
             if scheduler is not None:
                 slots = [state.slot for state in scheduler.states]  # replaced workers included

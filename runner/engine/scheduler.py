@@ -200,14 +200,13 @@ class Scheduler:
             raise EvaluationError(
                 f"the first {self.attempts.n_errors} episodes to run all failed and none succeeded, so the setup "
                 f"rather than an episode is broken; stopping. Last failure: {message} ({job.describe()}). They are "
-                "recorded as errors; fix the cause and run the same command again to retry them")
+                "recorded as errors, tried again when the run is resumed once the cause is fixed")
         if self.attempts.service_down:
             times = f"{verdict.total} time{'s' if verdict.total > 1 else ''}"
             raise EvaluationError(
                 f"the policy server was unreachable for the last {self.attempts.unavailable_streak} episodes in a row, "
                 f"each tried {times}; stopping. Last failure: {message} ({job.describe()}). Those episodes are "
-                "recorded as errors and the rest are not started: once the server is back, run the same command "
-                "again to run them")
+                "recorded as errors and the rest are not started: resume the run once the server is back")
 
     def _free(self, state: SlotState) -> None:
         state.job = None

@@ -2,8 +2,8 @@
 
 The first signal stops scheduling: no new episode starts, episodes in flight get `grace_s` to finish (and are
 recorded), then the rest are abandoned. A second signal abandons them at once. Either way the run ends with
-`Interrupted` (exit 128 + the signal), every finished episode in the ledger, and run.json "interrupted";
-running the same command again resumes it.
+`Interrupted` (exit 128 + the signal), every finished episode in the ledger, and run.json "interrupted"; its
+message ends with the command that resumes the run.
 
 With in-process slots the main thread itself runs the episode, and a stuck one (a policy that never
 returns) would never look at the stop flag: the first signal then also arms a timer (SIGALRM) that abandons

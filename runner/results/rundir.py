@@ -195,8 +195,7 @@ class Session:
         if coverage.missing or coverage.foreign or coverage.conflicts:  # never report a run with gaps as complete
             missing = coverage.missing
             raise EvaluationError(f"{len(missing)} episode(s) of the plan were neither run nor recorded "
-                                  f"({describe_keys(missing)}); the run is not complete. Run the same command "
-                                  "again to run them")
+                                  f"({describe_keys(missing)}); the run is not complete")
         labels = run.labels
         try:
             if run.shard is None:
@@ -208,8 +207,8 @@ class Session:
             self.run = run.with_state(COMPLETE, total_s)
             write_run_file(self.path, self.run)
         except RunnerError as exc:  # e.g. a full disk: every episode is in the ledger already
-            raise type(exc)(f"{exc}; all {len(coverage.records)} episodes are in {self.path / LEDGER_NAME}: run the "
-                            "same command again to write the outputs") from None
+            raise type(exc)(f"{exc}; all {len(coverage.records)} episodes are in {self.path / LEDGER_NAME}: resuming "
+                            "writes the outputs") from None
         self.finished = True
         self.all_records = coverage.records
         return eval_info, metrics
