@@ -8,6 +8,16 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 
+# Distributions that install the same import package (they clash in one venv; either one meets a need for the other).
+SAME_PACKAGE = (frozenset({"pygame", "pygame-ce"}),)
+
+
+def alternatives(name: str) -> frozenset[str]:
+    """The canonical names that meet a need for distribution `name`: itself, and those installing the same package."""
+    canonical = canonicalize_name(name)
+    return frozenset().union({canonical}, *(group for group in SAME_PACKAGE if canonical in group))
+
+
 def requirements(name: str) -> list[str]:
     """The canonical names an installed distribution requires directly (markers evaluated here, extras left out);
     [] when it is not installed."""
@@ -40,4 +50,4 @@ def depends_on(name: str, target: str) -> bool:
     return False
 
 
-__all__ = ["depends_on", "requirements"]
+__all__ = ["SAME_PACKAGE", "alternatives", "depends_on", "requirements"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 
 from runner.adapters import Needs, env_family, policy_type
-from runner.distributions import requirements
+from runner.distributions import alternatives, requirements
 from runner.install.plan import InstallPlan, python_tuple
 from runner.spec import Spec
 from runner.spec.model import thaw
@@ -79,7 +79,7 @@ def missing(spec: Spec, plan: InstallPlan | None = None) -> list[Missing]:
     out: list[Missing] = []
 
     def need(names: Sequence[str], who: str, fix: str) -> None:
-        absent = [n for n in names if canonicalize_name(n) not in dists]
+        absent = [n for n in names if not alternatives(n) & dists.keys()]
         for name in [n for n in absent if canonicalize_name(n) in excluded]:
             out.append(Missing(("install", "python"), f"{who} needs {name!r}, which "
                                f"{excluded[canonicalize_name(name)]!r} installs only on another Python than "

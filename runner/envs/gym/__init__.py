@@ -90,17 +90,86 @@ def check(env: Mapping[str, Any]) -> list[tuple[tuple, str, str | None]]:
     return problems
 
 
-# Gymnasium's own entry-point families -> what they import ("gymnasium[<extra>]").
-FAMILY_NEEDS = {
-    "gymnasium.envs.mujoco": Needs(("mujoco",), "add install.pip: [mujoco==3.8.1] (what gymnasium[mujoco] installs)",
-                                   renders_with_mujoco=None),
-    "gymnasium.envs.box2d": Needs(("box2d",), "add install.pip: [box2d==2.3.10] (what gymnasium[box2d] installs)"),
-    "gymnasium.envs.classic_control": Needs(
-        render_distributions=("pygame",),
-        render_fix="add install.pip: [pygame==2.6.1] (what gymnasium[classic-control] installs)"),
-    "gymnasium.envs.toy_text": Needs(render_distributions=("pygame",),
-                                     render_fix="add install.pip: [pygame==2.6.1] (what gymnasium[toy-text] installs)"),
+# Gymnasium's own entry-point families -> the extra of gymnasium that installs what they import. What each needs is
+# read from the installed gymnasium's own metadata (`requires`), so that runner's hints cannot drift from it.
+FAMILY_EXTRAS = {
+    "gymnasium.envs.mujoco": "mujoco",
+    "gymnasium.envs.box2d": "box2d",
+    "gymnasium.envs.classic_control": "classic-control",
+    "gymnasium.envs.toy_text": "toy-text",
 }
+RENDERERS = frozenset({"pygame", "pygame-ce"})  # imported only to render (both install the module `pygame`)
+
+
+@functools.cache
+def extra_requirements(extra: str) -> tuple[Any, ...]:
+    """The requirements (packaging `Requirement`s, marker dropped) that the installed gymnasium's `extra` declares
+    for this interpreter, e.g. box2d -> box2d==2.3.10, pygame-ce>=2.1.3."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = []
+    for line in metadata.requires("gymnasium") or ():
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is not None and "extra" in str(requirement.marker) and \
+                requirement.marker.evaluate({"extra": extra}):
+            requirement.marker = None
+            out.append(requirement)
+    return tuple(out)
+
+
+def pin(requirement: Any) -> str:
+    """`name==version` for an install section: runner's own pin of it (pyproject's extras), else the version
+    installed here, else the requirement's own exact version, else what versions it allows."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from runner.spec.project import extras
+
+    name = canonicalize_name(requirement.name)
+    for line in (line for lines in extras().values() for line in lines):
+        ours = Requirement(line)
+        exact = [s.version for s in ours.specifier if s.operator == "=="]
+        if canonicalize_name(ours.name) == name and exact:
+            return f"{requirement.name}=={exact[0]}"
+    try:
+        return f"{requirement.name}=={metadata.version(requirement.name)}"
+    except metadata.PackageNotFoundError:
+        pass
+    exact = [s.version for s in requirement.specifier if s.operator == "=="]
+    if exact:
+        return f"{requirement.name}=={exact[0]}"
+    return f"{requirement.name}==V (V: a version {requirement.specifier or 'of your choice'})"
+
+
+@functools.cache
+def family_needs(family: str) -> Needs:
+    """What ids of one of Gymnasium's own families need: every requirement of its gymnasium extra that runner does
+    not install itself; the renderer (pygame) only when the run renders."""
+    from packaging.utils import canonicalize_name
+
+    from runner.install.plan import CORE
+
+    extra = FAMILY_EXTRAS.get(family)
+    if extra is None:
+        return Needs()
+    wanted = [r for r in extra_requirements(extra) if canonicalize_name(r.name) not in CORE]
+    always = [r for r in wanted if canonicalize_name(r.name) not in RENDERERS]
+    render = [r for r in wanted if canonicalize_name(r.name) in RENDERERS]
+
+    def fix(requirements: list[Any], what: str) -> str:
+        return f"add install.pip: [{', '.join(map(pin, requirements))}] ({what} gymnasium[{extra}] installs)" \
+            if requirements else ""
+
+    return Needs(tuple(r.name for r in always), fix(always, "what"),
+                 renders_with_mujoco=None if extra == "mujoco" else False,
+                 render_distributions=tuple(r.name for r in render), render_fix=fix(render, "the renderer"))
 
 
 def family_of(env_id: str) -> str | None:
@@ -167,7 +236,7 @@ def renders_with_mujoco(env_id: str) -> bool | None:
 def needs_for(env: Mapping[str, Any]) -> Needs:
     needs = Needs()
     for env_id in [t for t in str(env["task"]).split(",") if t]:
-        needs = needs | FAMILY_NEEDS.get(family_of(env_id) or "", Needs())
+        needs = needs | family_needs(family_of(env_id) or "")
         dist = module_distribution(env_id)
         if dist is not None:
             from importlib import metadata
