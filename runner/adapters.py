@@ -58,6 +58,11 @@ class Needs:
     python: str | None = None  # the lowest Python version it runs on ("3.12")
     render_distributions: tuple[str, ...] = ()  # distributions it imports only to render (e.g. pygame)
     render_fix: str = ""
+    # The same as install-section entries (what `runner new` writes): extras of runner, pinned pip requirements,
+    # and the pins only rendering needs.
+    extras: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    render_pip: tuple[str, ...] = ()
 
     def __or__(self, other: Needs) -> Needs:
         """Both needs (e.g. several Gym ids in one spec)."""
@@ -71,6 +76,9 @@ class Needs:
                        key=lambda v: tuple(int(x) for x in v.split("."))),
             render_distributions=tuple(dict.fromkeys(self.render_distributions + other.render_distributions)),
             render_fix="; ".join(f for f in dict.fromkeys((self.render_fix, other.render_fix)) if f),
+            extras=tuple(dict.fromkeys(self.extras + other.extras)),
+            pip=tuple(dict.fromkeys(self.pip + other.pip)),
+            render_pip=tuple(dict.fromkeys(self.render_pip + other.render_pip)),
         )
 
 

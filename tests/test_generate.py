@@ -225,9 +225,9 @@ DRIFT_EDITS = {
     "metaworld ci.set": ("specs/metaworld.yaml", "    eval.n_episodes: 1\n", "    eval.n_episodes: 2\n"),
     "metaworld install.extras": ("specs/metaworld.yaml", "extras: [metaworld, lerobot, smolvla]",
                                  "extras: [metaworld, lerobot, smolvla, dev]"),
-    "_common install.apt": ("specs/_common.yaml", "ffmpeg]", "ffmpeg, git]"),
-    "_common ci.schedule": ("specs/_common.yaml", '"0 2 * * 1"', '"0 3 * * 1"'),
-    "_common install.env": ("specs/_common.yaml", "PYOPENGL_PLATFORM: egl\n", "PYOPENGL_PLATFORM: egl\n    EXTRA: x\n"),
+    "_base install.apt": ("specs/_base.yaml", "ffmpeg]", "ffmpeg, git]"),
+    "_gpu_hub ci.schedule": ("specs/_gpu_hub.yaml", '"0 2 * * 1"', '"0 3 * * 1"'),
+    "_base install.env": ("specs/_base.yaml", "PYOPENGL_PLATFORM: egl\n", "PYOPENGL_PLATFORM: egl\n    EXTRA: x\n"),
     "libero ci.smoke argv": ("specs/libero.yaml", "--steps=1\n", "--steps=2\n"),
     "libero install.setup": ("specs/libero.yaml", "run: [runner, prepare, specs/libero.yaml]",
                              "run: [runner, prepare, specs/libero.yaml, --set, eval.seed=7]"),
@@ -356,7 +356,7 @@ def test_workflow_covers_the_reference_features(name: str) -> None:
     for event in ("push", "pull_request"):
         assert on[event]["branches"] == ["main"]
         parents = {"specs/aloha.yaml"} if name == "aloha_transfer_cube" else set()  # what it extends
-        assert set(on[event]["paths"]) == {f"specs/{name}.yaml", "specs/_common.yaml", "templates/**", "runner/**",
+        assert set(on[event]["paths"]) == {f"specs/{name}.yaml", "specs/_base.yaml", "specs/_gpu_hub.yaml", "templates/**", "runner/**",
                                            "schema/**", f"docker/Dockerfile.benchmark.{name}", WORKFLOWS[name],
                                            "pyproject.toml", *parents}
     assert workflow["permissions"] == {"contents": "read"}
@@ -456,7 +456,8 @@ def test_a_change_runs_only_the_benchmarks_whose_files_it_touches() -> None:
     shared = {"runner/**", "schema/**", "templates/**", "pyproject.toml"}
     assert shared <= paths["hostile"] and shared <= paths["nightly"]
     committed = {name: set(committed_workflow(name)[True]["push"]["paths"]) for name in WORKFLOWS}
-    assert "specs/_common.yaml" in committed["libero"] and "specs/_common.yaml" in committed["metaworld"]
+    for partial in ("specs/_base.yaml", "specs/_gpu_hub.yaml"):  # the chain of partials
+        assert partial in committed["libero"] and partial in committed["metaworld"]
     assert "specs/libero.yaml" not in committed["metaworld"] and "specs/metaworld.yaml" not in committed["libero"]
 
 

@@ -33,7 +33,7 @@ def test_show_yaml_is_the_resolved_spec(spec: str, in_repo: None, capsys: pytest
     assert err == ""
     shown = load("shown", out).data  # the spec loader's own strict YAML reads it back
     assert shown == load_spec(spec).to_dict()
-    assert shown["install"]["env"]["MUJOCO_GL"] == "egl"  # inherited from specs/_common.yaml
+    assert shown["install"]["env"]["MUJOCO_GL"] == "egl"  # inherited from specs/_base.yaml through _gpu_hub.yaml
     assert shown["eval"]["videos"] == 1 and shown["ci"]["hub_login"] is True
 
 
@@ -44,6 +44,31 @@ def test_show_json_with_overrides(in_repo: None, capsys: pytest.CaptureFixture[s
     assert shown == load_spec("specs/metaworld.yaml", ["eval.n_episodes=1", "env.task=easy"]).to_dict()
     assert (shown["eval"]["n_episodes"], shown["env"]["task"]) == (1, "easy")
     assert shown["eval"]["batch_size"] == 0 and shown["env"]["task_ids"] is None  # defaults filled in
+
+
+@pytest.mark.parametrize("spec", ["specs/metaworld.yaml", "specs/pusht.yaml", "specs/aloha_transfer_cube.yaml"])
+def test_show_origins_marks_every_inherited_value(spec: str, in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """What copying a shipped spec inherits is visible: each value from a partial names its file and line, a --set
+    says so, a default says "default"; the spec's own values carry no comment; the output is the resolved spec."""
+    assert main(["show", spec, "--origins", "--set", "eval.seed=7"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert load("shown", out).data == load_spec(spec, ["eval.seed=7"]).to_dict()
+    comments = {line.split(":")[0].strip(): line.rsplit(" # ", 1)[1] for line in out.splitlines() if " # " in line}
+    assert comments["gpu"].startswith("specs/_gpu_hub.yaml:") and comments["hub_login"].startswith("specs/_gpu_hub")
+    assert comments["MUJOCO_GL"].startswith("specs/_base.yaml:") and comments["shm_size"].startswith("specs/_base")
+    assert comments["seed"] == "--set eval.seed=7" and comments["schedule"] in ("default", "specs/_gpu_hub.yaml:14")
+    assert comments["pip"] == "default"
+    assert "name" not in comments  # the spec's own
+    if spec == "specs/aloha_transfer_cube.yaml":  # it extends aloha.yaml, which extends _gpu_hub.yaml
+        assert comments["type"].startswith("specs/aloha.yaml:")
+    else:
+        assert "type" not in comments and "n_episodes" not in comments
+
+
+def test_show_origins_is_yaml_only(in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "specs/metaworld.yaml", "--origins", "--format", "json"]) == 2
+    assert "--origins" in capsys.readouterr().err
 
 
 def test_show_invalid_spec(in_repo: None, capsys: pytest.CaptureFixture[str]) -> None:

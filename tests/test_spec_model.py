@@ -376,7 +376,7 @@ def test_extends_malformed_is_not_followed(here: Path) -> None:
     child = write(here, "c.yaml", "name: c\nextends: /etc/passwd\n" + MINIMAL)
     assert problems_of(child) == [
         'c.yaml:2:10: extends: "/etc/passwd" is not valid here: expected a relative path to a .yaml file, '
-        "like _common.yaml or ../base.yaml"
+        "like _base.yaml or ../base.yaml"
     ]
 
 

@@ -15,7 +15,7 @@ from runner.errors import RunnerError
 from runner.interrupts import redelivered
 from runner.text import escape
 
-COMMAND_MODULES = ("validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report", "compare",
+COMMAND_MODULES = ("new", "validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report", "compare",
                    "gen_ci", "prepare")
 
 DESCRIPTION = """\
@@ -23,6 +23,7 @@ Declarative benchmark runner for robot-policy simulation benchmarks.
 One YAML spec per benchmark (specs/<name>.yaml) drives validation, evaluation and CI.
 
 examples:
+  runner new reach --env metaworld --task reach-v3  # write specs/reach.yaml
   runner validate                                  # check specs/*.yaml
   runner run specs/metaworld.yaml --set policy.type=scripted --set env.task=easy
   runner report OUT_DIR                            # report.html of a run (run and merge write it too)

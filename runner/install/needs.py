@@ -120,6 +120,29 @@ def missing(spec: Spec, plan: InstallPlan | None = None) -> list[Missing]:
     return out
 
 
+def install_for(spec: Spec) -> tuple[dict[str, object], list[str]]:
+    """The smallest install section that gives `spec` what it needs (what `runner new` writes), and the pins whose
+    version must be chosen by hand (a requirement that allows a range of versions none of which is installed here)."""
+    env_needs, policy_needs = needs(spec)
+    both = env_needs | policy_needs
+    pins = [*both.pip, *(both.render_pip if renders(spec) else ())]
+    section: dict[str, object] = {}
+    if both.python:
+        section["python"] = both.python
+    if both.extras:
+        section["extras"] = list(both.extras)
+    chosen = [p for p in pins if " " not in p]
+    if chosen:
+        section["pip"] = chosen
+    apt = list(both.apt)
+    if env_needs.renders_with_mujoco is True or (env_needs.renders_with_mujoco is None and renders(spec)):
+        apt += [p for p in EGL_APT if p not in apt]
+        section["env"] = dict(RENDER_ENV)
+    if apt:
+        section["apt"] = apt
+    return section, [p for p in pins if " " in p]
+
+
 def problems(spec: Spec, overrides: Sequence[str] = ()) -> list[Problem]:
     """`missing()` as spec problems, each at the position of the key to change (`file:line:col`)."""
     found = missing(spec)
@@ -135,5 +158,5 @@ def problems(spec: Spec, overrides: Sequence[str] = ()) -> list[Problem]:
     return out
 
 
-__all__ = ["CORE_DISTRIBUTIONS", "EGL_APT", "Missing", "distributions", "env_stack", "missing", "needs", "problems",
-           "renders", "result_distributions"]
+__all__ = ["CORE_DISTRIBUTIONS", "EGL_APT", "Missing", "distributions", "env_stack", "install_for", "missing", "needs",
+           "problems", "renders", "result_distributions"]

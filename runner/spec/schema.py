@@ -70,7 +70,7 @@ def resolve_ref(node: dict[str, Any]) -> dict[str, Any]:
 PATTERN_HELP: dict[str, str] = {
     r"^[a-z][a-z0-9_]{0,39}$": "lower-case letters, digits and _, starting with a letter, at most 40 characters",
     r"^(\.\./)*[A-Za-z0-9_][A-Za-z0-9_./-]*\.ya?ml$": (
-        "a relative path to a .yaml file, like _common.yaml or ../base.yaml"
+        "a relative path to a .yaml file, like _base.yaml or ../base.yaml"
     ),
     r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$": "letters, digits and _ . - (not starting with . or -)",
     r"^[A-Z_][A-Z0-9_]*$": "an environment variable name: upper-case letters, digits and _",

@@ -169,7 +169,8 @@ def family_needs(family: str) -> Needs:
 
     return Needs(tuple(r.name for r in always), fix(always, "what"),
                  renders_with_mujoco=None if extra == "mujoco" else False,
-                 render_distributions=tuple(r.name for r in render), render_fix=fix(render, "the renderer"))
+                 render_distributions=tuple(r.name for r in render), render_fix=fix(render, "the renderer"),
+                 pip=tuple(map(pin, always)), render_pip=tuple(map(pin, render)))
 
 
 def family_of(env_id: str) -> str | None:
@@ -241,8 +242,9 @@ def needs_for(env: Mapping[str, Any]) -> Needs:
         if dist is not None:
             from importlib import metadata
 
-            fix = f"add install.pip: [{dist}=={metadata.version(dist)}] (the version here) or an extra that installs it"
-            needs = needs | Needs((dist,), fix, renders_with_mujoco=renders_with_mujoco(env_id))
+            pinned = f"{dist}=={metadata.version(dist)}"
+            fix = f"add install.pip: [{pinned}] (the version here) or an extra that installs it"
+            needs = needs | Needs((dist,), fix, renders_with_mujoco=renders_with_mujoco(env_id), pip=(pinned,))
     return needs
 
 

@@ -62,5 +62,5 @@ FAMILY = EnvFamily(
     cameras=LIBERO_CAMERAS,
     pixel_names=pixel_names,
     needs=Needs(("hf-libero", "mujoco"), "add install.extras: [libero]", apt=("cmake", "make", "g++"),
-                renders_with_mujoco=True),
+                renders_with_mujoco=True, extras=("libero",)),
 )

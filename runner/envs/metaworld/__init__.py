@@ -48,5 +48,6 @@ FAMILY = EnvFamily(
     item_hint=f"groups: {', '.join(METAWORLD_GROUPS)}; `runner list` shows the tasks",
     cameras=METAWORLD_CAMERAS,
     pixel_names=pixel_names,
-    needs=Needs(("metaworld", "mujoco"), "add install.extras: [metaworld]", renders_with_mujoco=None),
+    needs=Needs(("metaworld", "mujoco"), "add install.extras: [metaworld]", renders_with_mujoco=None,
+                extras=("metaworld",)),
 )

@@ -17,7 +17,8 @@ TYPE = PolicyType(
                                    "enum": list(FORWARD_MODES)}},
     },
     path="a Hugging Face hub id like user/model, or a local directory written by save_pretrained",
-    needs=Needs(("lerobot",), 'add install.extras: [lerobot] and install.python: "3.12"', python="3.12"),
+    needs=Needs(("lerobot",), 'add install.extras: [lerobot] and install.python: "3.12"', python="3.12",
+                extras=("lerobot",)),
     images=True,
     preflight="runner.policies.lerobot.policy:preflight",
 )

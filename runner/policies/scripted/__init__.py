@@ -64,5 +64,5 @@ TYPE = PolicyType(
     summary="Meta-World's scripted expert of each task (metaworld.policies), reading the raw state",
     kwargs_schema={"type": "object", "additionalProperties": False},
     envs=("metaworld",),
-    needs=Needs(("metaworld",), "add install.extras: [metaworld]"),
+    needs=Needs(("metaworld",), "add install.extras: [metaworld]", extras=("metaworld",)),
 )
