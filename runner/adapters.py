@@ -146,6 +146,17 @@ class PolicyType:
     preflight: str | None = None
 
 
+def option_defaults(descriptor: EnvFamily | PolicyType) -> dict[str, Any]:
+    """The defaults its kwargs schema states (`"default"` of each property): the one place an option's default is
+    written (the adapters read them; `runner list --options` and docs/options.md show them)."""
+    properties = descriptor.kwargs_schema.get("properties") or {}
+    return {name: prop["default"] for name, prop in properties.items() if "default" in prop}
+
+
+def option_default(descriptor: EnvFamily | PolicyType, name: str) -> Any:
+    return option_defaults(descriptor)[name]
+
+
 # ── the registry ──────────────────────────────────────────────────────────────────────────────────────
 
 

@@ -67,6 +67,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("runner: interrupted", file=sys.stderr, flush=True)
         _forget_unhandled_interrupt()
         return 130
+    except BrokenPipeError:  # the reader went away (`runner list | head`): stop quietly, as `cat` does
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail a second time."""
+    import os
+
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), sys.stdout.fileno())
 
 
 def _forget_unhandled_interrupt() -> None:

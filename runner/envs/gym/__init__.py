@@ -254,7 +254,10 @@ FAMILY = EnvFamily(
     summary="Any registered Gymnasium env: env.task is an id (module:Id imports the package that registers it)",
     title="Gymnasium",
     item_name="env id",
-    kwargs_schema={"type": "object", "properties": {TEXT_KWARG: {"type": "string", "maxLength": 2000}}},
+    kwargs_schema={"type": "object", "properties": {TEXT_KWARG: {
+        "description": "runner's own: the task text given to the policy (default: the env id); every other option "
+                       "is passed to the env's constructor (checked against its signature)",
+        "type": "string", "maxLength": 2000}}},
     check=check,
     needs_for=needs_for,
     success_rules=True,

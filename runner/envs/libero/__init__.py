@@ -23,10 +23,13 @@ KWARGS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "observation_width": {"type": "integer", "minimum": 8, "maximum": 4096},
-        "observation_height": {"type": "integer", "minimum": 8, "maximum": 4096},
+        "observation_width": {"description": "Width of each camera's image in pixels (LeRobot's).", "type": "integer",
+                              "minimum": 8, "maximum": 4096, "default": 360},
+        "observation_height": {"description": "Height of each camera's image in pixels (LeRobot's).",
+                               "type": "integer", "minimum": 8, "maximum": 4096, "default": 360},
         "camera_name": {
             "description": "The cameras of `pixels`: a comma string or a list (LeRobot's camera_name).",
+            "default": ",".join(LIBERO_CAMERAS),
             "oneOf": [
                 {"type": "string", "pattern": "^(agentview_image|robot0_eye_in_hand_image)"
                                               "(,(agentview_image|robot0_eye_in_hand_image))*$",
@@ -34,17 +37,18 @@ KWARGS_SCHEMA = {
                 {"type": "array", "items": {"enum": list(LIBERO_CAMERAS)}, "minItems": 1, "uniqueItems": True},
             ],
         },
-        "init_states": {"description": "false: placements drawn from the seed instead of the stored init states.",
-                        "type": "boolean"},
-        "control_mode": {"enum": ["relative", "absolute"]},
-        "assets_dir": {"description": "Where the LIBERO assets are (else $RUNNER_LIBERO_ASSETS, then hf-libero's).",
-                       "type": ["string", "null"], "maxLength": 1000},
+        "init_states": {"description": "true: episode k starts from the suite's stored init state k (LeRobot's); "
+                                       "false: placements drawn from the seed.", "type": "boolean", "default": True},
+        "control_mode": {"description": "relative: actions are end-effector deltas (LeRobot's); absolute: targets.",
+                         "enum": ["relative", "absolute"], "default": "relative"},
+        "assets_dir": {"description": "Where the LIBERO assets are (null: $RUNNER_LIBERO_ASSETS, then hf-libero's).",
+                       "type": ["string", "null"], "maxLength": 1000, "default": None},
     },
 }
 
 def pixel_names(env: Mapping[str, Any]) -> tuple[str, ...]:
     """The names of env.kwargs.camera_name's cameras in `pixels` (LeRobot's image, image2 unless renamed)."""
-    value = (env.get("kwargs") or {}).get("camera_name", ",".join(LIBERO_CAMERAS))
+    value = (env.get("kwargs") or {}).get("camera_name", KWARGS_SCHEMA["properties"]["camera_name"]["default"])
     cameras = value.split(",") if isinstance(value, str) else [str(v) for v in value]
     mapping = env.get("camera_name_mapping") or {}
     return tuple(mapping.get(c.strip(), DEFAULT_CAMERA_NAMES.get(c.strip(), c.strip())) for c in cameras if c.strip())

@@ -50,7 +50,8 @@ from runner.envs.base import (
     unique_groups,
     wants,
 )
-from runner.envs.libero import DEFAULT_CAMERA_NAMES, LIBERO_CAMERAS, LIBERO_SUITES
+from runner.adapters import option_defaults
+from runner.envs.libero import DEFAULT_CAMERA_NAMES, FAMILY, LIBERO_CAMERAS, LIBERO_SUITES
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
@@ -61,14 +62,7 @@ SETTLE_STEPS = 10  # LeRobot's `num_steps_wait`
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 DEFAULT_MAX_STEPS = 500  # LeRobot's default for a suite missing from its table
 CAMERAS = LIBERO_CAMERAS  # LeRobot's observation names; robosuite's camera = name minus "_image"
-KWARGS: dict[str, Any] = {
-    "observation_width": 360,
-    "observation_height": 360,
-    "camera_name": ",".join(CAMERAS),
-    "init_states": True,
-    "control_mode": "relative",
-    "assets_dir": None,
-}
+KWARGS: dict[str, Any] = option_defaults(FAMILY)  # env.kwargs' defaults, from the family's kwargs schema
 
 CONFIG_ENV = "LIBERO_CONFIG_PATH"  # hf-libero reads <dir>/config.yaml
 ASSETS_ENV = "RUNNER_LIBERO_ASSETS"

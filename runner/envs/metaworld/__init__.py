@@ -22,11 +22,15 @@ KWARGS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "camera_name": {"description": "The camera of `pixels` (LeRobot's corner2).", "enum": list(METAWORLD_CAMERAS)},
-        "observation_width": {"type": "integer", "minimum": 8, "maximum": 4096},
-        "observation_height": {"type": "integer", "minimum": 8, "maximum": 4096},
+        "camera_name": {"description": "The camera of `pixels` and of videos (LeRobot's default).",
+                        "enum": list(METAWORLD_CAMERAS), "default": "corner2"},
+        "observation_width": {"description": "Width of `pixels` in pixels (LeRobot's).", "type": "integer",
+                              "minimum": 8, "maximum": 4096, "default": 480},
+        "observation_height": {"description": "Height of `pixels` in pixels (LeRobot's).", "type": "integer",
+                               "minimum": 8, "maximum": 4096, "default": 480},
         "video_quality": {"description": "fast: video frames without shadows and anti-aliasing (policies that do not "
-                                         "see images); full: LeRobot's settings.", "enum": ["fast", "full"]},
+                                         "see images); full: LeRobot's settings.", "enum": ["fast", "full"],
+                          "default": "fast"},
     },
 }
 

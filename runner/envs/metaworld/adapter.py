@@ -36,7 +36,8 @@ from runner.envs.base import (
     unique_groups,
     wants,
 )
-from runner.envs.metaworld import task_names
+from runner.adapters import option_defaults
+from runner.envs.metaworld import FAMILY, task_names
 from runner.envs.metaworld.catalog import METAWORLD_TASKS
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
@@ -45,7 +46,7 @@ from runner.tasks import TaskRef
 MAX_STEPS = 500  # MT1 envs refuse to step past max_path_length = 500
 CORNER2_POS = (0.75, 0.075, 0.7)  # LeRobot moves the corner2 camera here
 TASK_SEED = 42  # LeRobot builds each task from MT1(name, seed=42).train_tasks[0]
-KWARGS = {"camera_name": "corner2", "observation_width": 480, "observation_height": 480, "video_quality": "fast"}
+KWARGS = option_defaults(FAMILY)  # env.kwargs' defaults, from the family's kwargs schema
 INSTALL = "pip install 'runner[metaworld]' (metaworld==3.0.0, mujoco==3.8.1)"
 
 

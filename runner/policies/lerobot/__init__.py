@@ -13,8 +13,9 @@ TYPE = PolicyType(
     kwargs_schema={
         "type": "object",
         "additionalProperties": False,
-        "properties": {"forward": {"description": "How slots share the batched forward pass.",
-                                   "enum": list(FORWARD_MODES)}},
+        "properties": {"forward": {"description": "How slots share the batched forward pass: padded (one batch, "
+                                                  "padded to the slots), per_slot, or grouped by step.",
+                                   "enum": list(FORWARD_MODES), "default": "padded"}},
     },
     path="a Hugging Face hub id like user/model, or a local directory written by save_pretrained",
     needs=Needs(("lerobot",), 'add install.extras: [lerobot] and install.python: "3.12"', python="3.12",

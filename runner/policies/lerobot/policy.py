@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from runner.adapters import option_default
+from runner.policies.lerobot import TYPE
 from runner.errors import ConfigError, MissingDependencyError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, Policy
 from runner.spec import EnvSpec, PolicySpec
@@ -66,7 +68,7 @@ STATE, ENV_STATE_KEY = "observation.state", "observation.env_state"
 
 def make(policy: PolicySpec, env: EnvSpec) -> LeRobotPolicy:
     preflight(policy)
-    return LeRobotPolicy(policy, forward=policy.kwargs.get("forward", "padded"))
+    return LeRobotPolicy(policy, forward=policy.kwargs.get("forward", option_default(TYPE, "forward")))
 
 
 def preflight(policy: PolicySpec) -> None:

@@ -34,7 +34,7 @@ KWARGS_SCHEMA = {
     "properties": {
         "api_key_env": {"description": "The environment variable holding the server's API key (sent as "
                                        "Authorization: Api-Key <key>); never the key itself",
-                        "type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$", "maxLength": 100},
+                        "type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$", "maxLength": 100, "default": None},
         "request": {"description": "Request key -> what it holds (a source, or an image source with options); "
                                    "default: runner's own layout (pixels, agent_pos, environment_state, task)",
                     "type": "object", "minProperties": 1, "maxProperties": 32,
@@ -44,22 +44,23 @@ KWARGS_SCHEMA = {
                          "description": "task, agent_pos, environment_state, pixels or pixels.<camera>"}, IMAGE]}},
         "actions_key": {"description": "The reply's key holding the actions: (*action_shape) or a chunk "
                                        "(H, *action_shape)",
-                        "type": "string", "minLength": 1, "maxLength": 100},
+                        "type": "string", "minLength": 1, "maxLength": 100, "default": "actions"},
         "replan_steps": {"description": "Actions of a chunk to execute before asking again (default: all of it)",
-                         "type": ["integer", "null"], "minimum": 1, "maximum": 10000},
+                         "type": ["integer", "null"], "minimum": 1, "maximum": 10000, "default": None},
         "control_messages": {"description": "Send episode_start / episode_end control messages: auto = when the "
                                             "server's metadata says it speaks them (runner serve does; openpi's "
                                             "servers do not)",
-                             "enum": ["auto", True, False]},
-        "connect_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
+                             "enum": ["auto", True, False], "default": "auto"},
+        "connect_timeout_s": {"description": "How long connecting, and the server's metadata, may take (seconds)",
+                              "type": "number", "exclusiveMinimum": 0, "maximum": 600, "default": 10.0},
         "connect_retries": {"description": "Further connection attempts, with a doubling backoff",
-                            "type": "integer", "minimum": 0, "maximum": 100},
+                            "type": "integer", "minimum": 0, "maximum": 100, "default": 3},
         "backoff_s": {"description": "Wait before the first retry (doubled each time, at most 10 s)",
-                      "type": "number", "minimum": 0, "maximum": 60},
-        "request_timeout_s": {"description": "How long one reply may take", "type": "number", "exclusiveMinimum": 0,
-                              "maximum": 86400},
-        "max_message_mb": {"description": "Largest reply accepted", "type": "number", "exclusiveMinimum": 0,
-                           "maximum": 4096},
+                      "type": "number", "minimum": 0, "maximum": 60, "default": 0.5},
+        "request_timeout_s": {"description": "How long one reply may take (seconds)", "type": "number",
+                              "exclusiveMinimum": 0, "maximum": 86400, "default": 300.0},
+        "max_message_mb": {"description": "Largest reply accepted (MiB)", "type": "number", "exclusiveMinimum": 0,
+                           "maximum": 4096, "default": 64},
     },
 }
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from runner.adapters import option_defaults
 from runner.errors import ConfigError, EvaluationError, RunnerError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
-from runner.policies.remote import protocol, request
+from runner.policies.remote import TYPE, protocol, request
 from runner.policies.remote.client import Connection, Endpoint
 from runner.spec import EnvSpec, PolicySpec
 
@@ -45,14 +46,13 @@ def options(policy: PolicySpec) -> Options:
     """The spec's remote options (policy.kwargs was checked against the type's kwargs schema when loaded)."""
     if not policy.url:
         raise ConfigError("policy type 'remote' needs policy.url (ws://host:port of the policy server)")
-    kw = policy.kwargs
-    endpoint = Endpoint(url=policy.url, api_key_env=kw.get("api_key_env"),
-                        connect_timeout_s=float(kw.get("connect_timeout_s", 10.0)),
-                        connect_retries=int(kw.get("connect_retries", 3)), backoff_s=float(kw.get("backoff_s", 0.5)),
-                        request_timeout_s=float(kw.get("request_timeout_s", 300.0)),
-                        max_message_bytes=int(float(kw.get("max_message_mb", 64)) * MIB))
-    return Options(endpoint, kw.get("control_messages", "auto"), request.parse(kw.get("request")),
-                   kw.get("actions_key", "actions"), kw.get("replan_steps"))
+    kw = {**option_defaults(TYPE), **policy.kwargs}
+    endpoint = Endpoint(url=policy.url, api_key_env=kw["api_key_env"],
+                        connect_timeout_s=float(kw["connect_timeout_s"]), connect_retries=int(kw["connect_retries"]),
+                        backoff_s=float(kw["backoff_s"]), request_timeout_s=float(kw["request_timeout_s"]),
+                        max_message_bytes=int(float(kw["max_message_mb"]) * MIB))
+    return Options(endpoint, kw["control_messages"], request.parse(kw.get("request")), kw["actions_key"],
+                   kw["replan_steps"])
 
 
 @functools.cache
