@@ -356,3 +356,45 @@ def test_freeing_another_env_does_not_blank_frames():
     after = second.render()
     assert after.mean() > 60 and np.abs(after.astype(int) - before.astype(int)).mean() < 20
     second.close()
+
+
+@pytest.mark.parametrize("camera", list(catalog.METAWORLD_CAMERAS))
+def test_every_camera_is_upright_on_real_frames(camera):
+    """The frame is MuJoCo's own view of the camera (mujoco.Renderer, rows top-down as the camera sees them) or that
+    view turned 180 degrees, whichever makes the world's up point up: a point 10 cm above the gripper is drawn higher
+    in the frame than the gripper (projected with the camera's pose and field of view). A camera looking straight
+    down (no up) is left as MuJoCo renders it."""
+    import mujoco
+
+    ours = make("reach-v3", obs_keys=frozenset({PIXELS}), kwargs={"camera_name": camera, "observation_width": 160,
+                                                                   "observation_height": 160})
+    obs, _ = ours.reset(seed=1000)
+    frame = obs[PIXELS].astype(float)
+    env = ours._env
+    model, data = env.model, env.data
+    cam = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+    with mujoco.Renderer(model, 160, 160) as renderer:
+        renderer.update_scene(data, camera=cam)
+        view = renderer.render().astype(float)
+
+    def similarity(a, b):
+        a, b = a - a.mean(), b - b.mean()
+        return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+
+    same, turned = similarity(frame, view), similarity(frame, np.flip(view, (0, 1)))
+    assert max(same, turned) > 0.9, (same, turned)  # the frame is MuJoCo's view, maybe turned: nothing else
+
+    def row(point):  # the image row of a world point in MuJoCo's own view (0: top)
+        rot = data.cam_xmat[cam].reshape(3, 3)
+        local = rot.T @ (np.asarray(point) - data.cam_xpos[cam])  # camera frame: x right, y up, looking along -z
+        focal = 80 / np.tan(np.radians(model.cam_fovy[cam]) / 2)
+        return 80 - focal * local[1] / -local[2]
+
+    hand = data.body("hand").xpos
+    up_in_view = row(hand + [0, 0, 0.1]) - row(hand)  # < 0: higher in the world is higher in MuJoCo's view
+    ours.close()
+    if abs(up_in_view) < 1:  # looking straight down: no up to keep
+        assert same > turned
+        return
+    upright_is_turned = up_in_view > 0
+    assert (turned > same) == upright_is_turned, (camera, same, turned, up_in_view)

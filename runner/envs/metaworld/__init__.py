@@ -22,7 +22,8 @@ KWARGS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "camera_name": {"description": "The camera of `pixels` and of videos (LeRobot's default).",
+        "camera_name": {"description": "The camera of `pixels` and of videos (LeRobot's default), its image "
+                                       "always upright (LeRobot turns only corner2's; corner and corner3 too here).",
                         "enum": list(METAWORLD_CAMERAS), "default": "corner2"},
         "observation_width": {"description": "Width of `pixels` in pixels (LeRobot's).", "type": "integer",
                               "minimum": 8, "maximum": 4096, "default": 480},

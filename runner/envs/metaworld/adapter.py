@@ -4,7 +4,7 @@ Tasks: any of the 50 v3 tasks (with or without the `metaworld-` prefix), the gro
 hard / very_hard / mt50, or a comma list; group = the item as written, task id = index in the group.
 
 Per task (as LeRobot): `MT1(name, seed=42).train_tasks[0]` is set, the `corner2` camera is moved and
-its images flipped, then the goal is unfrozen and seeded, so `reset(seed=k)` (= `env.seed(k)` then
+its images turned upright (as every camera's: `upside_down`), then the goal is unfrozen and seeded, so `reset(seed=k)` (= `env.seed(k)` then
 `env.reset(seed=k)`) alone decides the episode. Success ends the episode; at most 500 steps.
 
 Observation: `pixels` (480x480 `corner2` image; a dict of cameras when `camera_name_mapping` is set),
@@ -45,6 +45,7 @@ from runner.tasks import TaskRef
 
 MAX_STEPS = 500  # MT1 envs refuse to step past max_path_length = 500
 CORNER2_POS = (0.75, 0.075, 0.7)  # LeRobot moves the corner2 camera here
+UPRIGHT_TOLERANCE = 0.05  # |up.z| below this: a camera looking (nearly) straight down, which has no up
 TASK_SEED = 42  # LeRobot builds each task from MT1(name, seed=42).train_tasks[0]
 KWARGS = option_defaults(FAMILY)  # env.kwargs' defaults, from the family's kwargs schema
 INSTALL = "pip install 'runner[metaworld]' (metaworld==3.0.0, mujoco==3.8.1)"
@@ -117,6 +118,17 @@ def build_lerobot_env(name: str, **kwargs: Any) -> Any:
     return env
 
 
+def upside_down(model: Any, camera_ids: Mapping[str, int]) -> dict[str, bool]:
+    """Which cameras' images come out upside down: those whose up axis (the y axis of MuJoCo's camera frame) points
+    below the horizon in the initial state (Meta-World's corner, corner2 and corner3). Their images are turned 180
+    degrees (LeRobot turns corner2's). Cameras that look straight down (topview) have no up and are left as they are."""
+    import mujoco
+
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    return {camera: bool(data.cam_xmat[i].reshape(3, 3)[2, 1] < -UPRIGHT_TOLERANCE) for camera, i in camera_ids.items()}
+
+
 class MetaWorldEnv(TaskEnv):
     """One Meta-World task (LeRobot's `MetaworldEnv` with `obs_type=pixels_agent_pos`, plus the raw state)."""
 
@@ -141,6 +153,7 @@ class MetaWorldEnv(TaskEnv):
             self._camera_ids[camera] = camera_id
         if "corner2" in cameras:
             env.model.cam_pos[self._camera_ids["corner2"]] = CORNER2_POS
+        self._upside_down = upside_down(env.model, self._camera_ids)
         env.reset()
         # Meta-World's reset leaves derived data stale (the goal site's world position keeps the value of the last
         # forward pass, which depends on the previous episode), and a rendered goal then moves by a pixel: every
@@ -221,6 +234,6 @@ class MetaWorldEnv(TaskEnv):
         if self._fast_frames:
             viewer.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
         image = self._env.render()
-        if camera == "corner2":
-            image = np.flip(image, (0, 1))  # corner2 images come out upside down and mirrored
+        if self._upside_down[camera]:
+            image = np.flip(image, (0, 1))  # turned 180 degrees: the world's up is up in the image
         return np.ascontiguousarray(image)
