@@ -164,6 +164,20 @@ def test_doctor_passes_for_a_spec_this_machine_can_run(tmp_path):
     assert doctor(spec) == (0, [])
 
 
+def test_doctor_judges_the_run_not_the_install_section(tmp_path):
+    """The README's venv runs specs/metaworld.yaml with the scripted policy; the LeRobot that the spec's install section
+    lists for its hub policy is a note, and the policy is not labelled with a path the scripted type never reads."""
+    pytest.importorskip("metaworld")
+    proc = runner_cli("doctor", "specs/metaworld.yaml", "--set", "policy.type=scripted", "--quick", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[:2] == ["ok", "packages"] for line in lines)
+    assert any(line.split()[:2] == ["note", "packages"] and "lerobot" in line and "not needed by this run" in line
+               for line in lines)
+    assert any(line.split()[:3] == ["ok", "policy", "scripted"] and len(line.split()) == 3 for line in lines)
+    assert "smolvla_metaworld" not in proc.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case, expected", [
     ("a package of the spec is not installed", ["packages"]),
@@ -173,9 +187,9 @@ def test_doctor_passes_for_a_spec_this_machine_can_run(tmp_path):
 def test_doctor_prints_exactly_the_failing_lines(tmp_path, case, expected):
     pytest.importorskip("metaworld")
     env = dict(os.environ)
-    if case == "a package of the spec is not installed":
-        spec = write(tmp_path, {"install": {**MW, "pip": ["box2d==2.3.10"]},
-                                "env": {"type": "metaworld", "task": "push-v3"}, "policy": {"type": "random"}},
+    if case == "a package of the spec is not installed":  # one this run imports: Box2D for a Box2D env
+        spec = write(tmp_path, {"install": {"pip": ["box2d==2.3.10"]},
+                                "env": {"type": "gym", "task": "LunarLander-v3"}, "policy": {"type": "random"}},
                      name="pkg")
     elif case == "offscreen GL does not work":
         spec = write(tmp_path, {"install": {**MW, "env": {}}, "env": {"type": "metaworld", "task": "push-v3"},

@@ -3,7 +3,9 @@
 The checks, in order; a check whose ground is missing is skipped, so only the causes are reported:
 
   python     this interpreter against the spec's install.python (a note, never a failure)
-  packages   the distributions the spec's install plan brings (extras, pins) are installed, at the pinned version
+  packages   what this run imports (its env family's and policy type's distributions) is installed, at the
+             install plan's versions; the rest of the install section (e.g. LeRobot from a shared partial when the
+             run uses a scripted policy) is a note
   simulator, policy, assets, tasks, load, rendering
              the pre-run steps every run takes (runner.engine.preflight), each reported
   episode    one env built, reset, the policy asked for one action, one step (and one video frame)
@@ -57,8 +59,8 @@ def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
     install = f"runner install {source}"
     yield _python(plan)
     absent: list[str] = []
-    yield _packages(plan, install, absent)
     env_needs, policy_needs = distributions(spec)
+    yield from _packages(plan, install, absent, {*env_needs, *policy_needs})
     fixes: dict[str, str | Callable[[BaseException], str]] = {
         "simulator": install, "policy": _policy_fix(install), "assets": f"runner prepare {source}",
         "tasks": "check env.task (`runner list` shows the tasks)", "load": "check policy.path and policy.kwargs",
@@ -104,33 +106,58 @@ def _lacking(names: tuple[str, ...], absent: list[str]) -> list[str]:
     return [n for n in names if canonicalize_name(n) in absent]
 
 
-def _packages(plan: InstallPlan, install: str, absent: list[str]) -> Check:
-    """The plan's requirements installed at their versions; `absent` gets the canonical names not installed."""
-    missing, other = [], []
+def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]) -> Iterator[Check]:
+    """What this run imports (`used`: distribution names) is installed, at the plan's versions (a failure); the plan's
+    other requirements are a note. `absent` gets the canonical names of those not installed."""
+    from runner.distributions import alternatives
+
+    wanted = set().union(*(alternatives(n) for n in used)) if used else set()
+    missing, other, spare = [], [], []
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    judged: set[str] = set()
     for text in (*(r for name in plan.extras for r in _extra(name)), *plan.pip):
         requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        needed = name in wanted
+        judged.add(name)
         if requirement.marker is not None and not requirement.marker.evaluate():
             if requirement.marker.evaluate({"python_version": plan.python, "python_full_version": plan.python + ".0"}):
-                if canonicalize_name(requirement.name) not in absent:
-                    missing.append(f"{requirement.name} (on Python {plan.python}, not {here})")
-                    absent.append(canonicalize_name(requirement.name))
+                if name not in absent:
+                    (missing if needed else spare).append(f"{requirement.name} (on Python {plan.python}, not {here})")
+                    absent.append(name)
             continue
         try:
             version = metadata.version(requirement.name)
         except metadata.PackageNotFoundError:
-            if canonicalize_name(requirement.name) not in absent:
-                missing.append(str(requirement.name))
-                absent.append(canonicalize_name(requirement.name))
+            if name not in absent:
+                (missing if needed else spare).append(str(requirement.name))
+                absent.append(name)
             continue
         if requirement.specifier and not requirement.specifier.contains(version, prereleases=True):
-            other.append(f"{canonicalize_name(requirement.name)} {version} (the spec wants {requirement.specifier})")
+            text = f"{name} {version} (the spec wants {requirement.specifier})"
+            (other if needed else spare).append(text)
+    for name in sorted(used, key=canonicalize_name):  # what the run imports but the install section does not list
+        if not alternatives(name) & judged and not any(_installed(n) for n in alternatives(name)):
+            missing.append(name)
+            absent.append(canonicalize_name(name))
     if missing:
-        return Check("packages", FAIL, f"not installed: {', '.join(missing)}", install)
-    if other:
-        return Check("packages", FAIL, f"other versions than the spec's: {'; '.join(other)} (results are comparable "
-                     "only on the same versions)", install)
-    return Check("packages", OK, f"the spec's extras ({', '.join(plan.extras) or 'none'}) and pins are installed")
+        yield Check("packages", FAIL, f"this run needs, not installed: {', '.join(missing)}", install)
+    elif other:
+        yield Check("packages", FAIL, f"other versions than the spec's: {'; '.join(other)} (results are comparable "
+                    "only on the same versions)", install)
+    else:
+        yield Check("packages", OK, f"what this run imports is installed ({', '.join(sorted(used)) or 'runner only'})")
+    if spare:
+        yield Check("packages", NOTE, f"the install section also lists {', '.join(spare)}: not installed here (or "
+                    "other versions), not needed by this run (the image has them)")
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _extra(name: str) -> tuple[str, ...]:

@@ -141,8 +141,11 @@ class Preflight:
 
     def describe_policy(self) -> str:
         """The policy, and what its server (a remote policy's) says it serves."""
-        policy = self.spec.policy
-        text = policy.type + (f" {policy.path}" if policy.path else "") + (f" at {policy.url}" if policy.url else "")
+        from runner.adapters import policy_type
+
+        policy, kind = self.spec.policy, policy_type(self.spec.policy.type)
+        text = policy.type + (f" {policy.path}" if kind.path and policy.path else "") + \
+            (f" at {policy.url}" if kind.url and policy.url else "")  # what this type reads, not what a partial set
         parts = [str(self.served[k]) for k in ("server", "server_type", "server_path") if k in self.served]
         return text + (f" (serving: {' '.join(parts)})" if parts else "")
 
