@@ -25,6 +25,11 @@ class MissingDependencyError(RunnerError):
     exit_code = 3
 
 
+class HubUnreachable(MissingDependencyError):
+    """Something the spec names on the Hugging Face hub (a checkpoint) cannot be fetched from here now (exit 3):
+    installing packages does not help; a local copy does."""
+
+
 class EvaluationError(RunnerError):
     """The evaluation itself failed: a policy or env raised, a worker died (exit 4)."""
 

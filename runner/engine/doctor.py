@@ -26,7 +26,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from runner.errors import ConfigError, PolicyUnavailable, RunnerError
+from runner.errors import ConfigError, HubUnreachable, PolicyUnavailable, RunnerError
 from runner.install.needs import distributions
 from runner.install.plan import InstallPlan, python_tuple
 from runner.spec import Spec
@@ -181,6 +181,9 @@ def _policy_fix(install: str) -> Callable[[BaseException], str]:
     def fix(exc: BaseException) -> str:
         if isinstance(exc, PolicyUnavailable):
             return "start the policy server (e.g. runner serve SPEC on that machine) or correct policy.url"
+        if isinstance(exc, HubUnreachable):  # packages are not the problem: the hub is out of reach from here
+            return "the hub is out of reach: download the checkpoint where it is reachable and pass its directory " \
+                   "(--set policy.path=DIR), or set HF_HUB_OFFLINE=0 / HF_ENDPOINT if the probe is wrong"
         if isinstance(exc, ConfigError):
             return "correct the spec, or the environment variable the message names"
         return install

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,3 +356,17 @@ def test_queued_actions_taken_at_once_are_the_ones_each_step_would_pop(policy_di
     adapter.stateless = False  # a pipeline that remembers sees every step's observation
     adapter.select_action({key: np.stack([value]) for key, value in observation.items()}, [task.text], [0])
     assert adapter.take_queued(0) is None
+
+
+def test_doctor_says_the_hub_is_out_of_reach_not_install(tmp_path: Path) -> None:
+    """Offline, doctor's policy check names the unreachable hub and the local-directory fix, not `runner install`
+    (every package is installed: installing again would not help)."""
+    proc = subprocess.run([venv_bin("runner"), "doctor", "specs/metaworld.yaml", "--set", f"env.task={TASK}",
+                           "--quick"], cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    failed = [line.split()[1] for line in lines if line.startswith("  FAIL")]
+    assert "policy" in failed and "packages" not in failed, proc.stdout
+    policy = lines.index(next(line for line in lines if line.split()[:2] == ["FAIL", "policy"]))
+    fix = lines[policy + 1]
+    assert "fix:" in fix and "--set policy.path=DIR" in fix and "runner install" not in fix, proc.stdout

@@ -53,7 +53,7 @@ import numpy as np
 
 from runner.adapters import option_default
 from runner.policies.lerobot import TYPE
-from runner.errors import ConfigError, MissingDependencyError
+from runner.errors import ConfigError, HubUnreachable, MissingDependencyError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, Policy
 from runner.spec import EnvSpec, PolicySpec
 
@@ -130,9 +130,9 @@ def _source(path: str | None) -> tuple[str, bool]:
     raise ConfigError(f"policy.path {path!r}: no such directory (and not a hub id like owner/name)")
 
 
-def _hub_error(repo_id: str, why: BaseException | str) -> MissingDependencyError:
+def _hub_error(repo_id: str, why: BaseException | str) -> HubUnreachable:
     reason = why if isinstance(why, str) else f"{type(why).__name__}; offline?"
-    return MissingDependencyError(
+    return HubUnreachable(
         f"policy.path {repo_id!r} is a Hugging Face hub id and it could not be fetched "
         f"({reason}). Download it where the hub is reachable "
         f"(hf download {repo_id} --local-dir DIR) and pass the directory instead: --set policy.path=DIR")
