@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from runner.errors import ConfigError
+from runner.text import with_article
 
 ENV_GROUP, POLICY_GROUP = "runner.envs", "runner.policies"
 BUILTIN_ENVS = {
@@ -192,7 +193,7 @@ def descriptor(kind: str, name: str) -> Any:
     value = load(kind, name, target)
     wanted = EnvFamily if kind == "env" else PolicyType
     if not isinstance(value, wanted) or value.name != name:
-        raise ConfigError(f"{kind} type {name!r}: {target} is not a {wanted.__name__} named {name!r}")
+        raise ConfigError(f"{kind} type {name!r}: {target} is not {with_article(wanted.__name__)} named {name!r}")
     return value
 
 

@@ -16,6 +16,11 @@ _HIDDEN = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # control, form
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def with_article(word: str) -> str:
+    """`word` with its indefinite article: "a string", "an integer", "an object"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def is_hidden(char: str) -> bool:
     """Whether a terminal would not show `char` as itself (see the module docstring)."""
     return unicodedata.category(char) in _HIDDEN
@@ -50,4 +55,4 @@ def has_hidden(text: str) -> str | None:
     return next((c for c in text if is_hidden(c)), None)
 
 
-__all__ = ["MAX_ECHO", "cut", "escape", "has_hidden", "is_hidden", "visible"]
+__all__ = ["MAX_ECHO", "cut", "escape", "has_hidden", "is_hidden", "visible", "with_article"]

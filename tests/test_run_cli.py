@@ -45,6 +45,7 @@ def test_run_prints_per_task_success_and_writes_outputs(tmp_path):
     validate_outputs(out)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["policy"] == "scripted" and metrics["n_episodes"] == 4
+    assert not (out / ".runner.lock").exists()  # a finished run leaves only its results
 
 
 # ── Ctrl-C / SIGTERM ─────────────────────────────────────────────────────────────────────────────────
@@ -193,6 +194,8 @@ def test_policy_errors_are_one_clear_message(tmp_path, case):
     assert proc.returncode == code, proc.stderr
     line = one_error_line(proc)  # no traceback, one error line
     assert any(part in line for part in message.split("|")), line
+    # "results go to DIR" only once DIR exists
+    assert ("results go to" in proc.stdout) == (tmp_path / "out").is_dir(), proc.stdout
 
 
 @pytest.mark.parametrize("env_type, task, message", [

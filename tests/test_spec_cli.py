@@ -206,3 +206,17 @@ def test_a_ctrl_c_swallowed_by_a_weakref_callback_still_interrupts(monkeypatch, 
     err = capsys.readouterr().err
     assert err == "runner: interrupted\n", err
     assert sys.unraisablehook is hook  # put back
+
+
+@pytest.mark.parametrize("args, usage, hint", [
+    (["run", "specs/metaworld.yaml", "--episodes", "5"], "usage: runner run",
+     "did you mean --set eval.n_episodes=5?"),
+    (["run", "specs/metaworld.yaml", "--eval.n_episodes=5"], "usage: runner run",
+     "spec keys go with --set: --set eval.n_episodes=5"),
+    (["run", "specs/metaworld.yaml", "--batchsize", "2"], "usage: runner run", "did you mean --batch-size?"),
+    (["validate", "--sett", "eval.seed=1"], "usage: runner validate", "did you mean --set"),
+])
+def test_an_unknown_option_shows_the_commands_usage_and_a_did_you_mean(args, usage, hint):
+    proc = runner_cli(*args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(usage) and hint in proc.stderr, proc.stderr

@@ -606,3 +606,14 @@ def test_a_very_deep_set_key_is_one_problem(tmp_path):
     [problem] = caught.value.problems
     assert "the key has 3000 parts; a spec is at most 50 levels deep" in str(problem)
     assert len(str(problem)) < 300  # the override is cut in the message
+
+
+@pytest.mark.parametrize("text, kind", [("5", "an integer"), ("[1]", "a list"), ("x", "a string"),
+                                        ("1.5", "a number")])
+def test_the_kind_of_a_wrong_value_reads_right(tmp_path, text, kind):
+    """`not an integer`, never `not a integer`."""
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert f"not {kind}" in str(caught.value)

@@ -47,3 +47,41 @@ def output_dir_arg(text: str) -> Path:
 
 def say(message: str = "") -> None:
     print(message, file=sys.stdout, flush=True)
+
+
+def unknown_arguments(command: argparse.ArgumentParser, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments" with a did-you-mean: one of the command's options, or a spec key to
+    give with --set (`--episodes 5`, LeRobot's `--eval.n_episodes=5`: `--set eval.n_episodes=5`)."""
+    import difflib
+
+    text = f"unrecognized arguments: {' '.join(extra)}"
+    first = next((e for e in extra if e.startswith("-")), None)
+    if first is None:
+        return text
+    word, _, value = first.lstrip("-").partition("=")
+    following = extra[extra.index(first) + 1:extra.index(first) + 2]
+    value = value or (following[0] if following and not following[0].startswith("-") else "VALUE")
+    options = {o.lstrip("-"): o for action in command._actions for o in action.option_strings}
+    if any(o == "--set" for o in options.values()):
+        keys = spec_keys()
+        if word in keys.values():  # LeRobot's --env.task=... spelling of a spec key
+            return f"{text}; spec keys go with --set: --set {word}={value}"
+        options.update({leaf: f"--set {dotted}={value}" for leaf, dotted in keys.items()})
+    close = difflib.get_close_matches(word.replace("-", "_"), [k.replace("-", "_") for k in options], n=1, cutoff=0.6)
+    if not close:
+        return text
+    suggestion = next(v for k, v in options.items() if k.replace("-", "_") == close[0])
+    return f"{text}; did you mean {suggestion}?"
+
+
+def spec_keys() -> dict[str, str]:
+    """Leaf name -> dotted key of every scalar setting of a spec section (eval.n_episodes, env.task, ...)."""
+    from runner.spec.limits import schema
+
+    found: dict[str, str] = {}
+    defs = schema()["$defs"]
+    for section in ("eval", "env", "policy", "install", "ci"):
+        for key in (defs.get(section) or {}).get("properties") or {}:
+            found.setdefault(key, f"{section}.{key}")
+    return found
+

@@ -47,7 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main_inner(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own usage and a did-you-mean, not the top level's
+        from runner.cli.common import unknown_arguments
+
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        command.error(unknown_arguments(command, extra))
     return args.func(args)
 
 

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from runner.errors import EvaluationError
+from runner.text import with_article
 
 
 class ActionSpec:
@@ -100,7 +101,7 @@ def describe(value: Any) -> str:
     """'a list', 'a ndarray of dtype object': what a policy returned, for a message."""
     kind = type(value).__name__
     dtype = getattr(value, "dtype", None)
-    return f"a {kind}" + (f" of dtype {dtype}" if dtype is not None else "")
+    return with_article(kind) + (f" of dtype {dtype}" if dtype is not None else "")
 
 
 def _short(array: np.ndarray) -> str:

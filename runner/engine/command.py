@@ -51,8 +51,8 @@ def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_
                      f"launch the same command again (same --output-dir {out_dir}): every rank resumes its shard")
         return
     where = "" if options.shard is None else f" (shard {options.shard})"
-    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}; "
-        f"results go to {out_dir}{where}")
+    say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}{where}")
+    options = dataclasses.replace(options, opened=lambda path: say(f"results go to {path}"))
     result = evaluate(spec, out_dir, options)
     for line in summary(result):
         say(line)

@@ -77,6 +77,7 @@ class RunOptions:
     warn: Callable[[str], None] | None = None  # crash and retry notices (default: stderr)
     stop_grace_s: float = STOP_GRACE_S  # after SIGINT/SIGTERM, how long episodes in flight may finish
     progress_prefix: str = "[runner]"
+    opened: Callable[[Path], None] | None = None  # told the results directory once it exists (not before)
     cpus: int | None = None  # CPUs the auto batch size may use (None: all of this process's)
 
     def __post_init__(self) -> None:
@@ -156,6 +157,8 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
         )
         preload = (*prepared.adapter.preload, *(policy.preload if per_env else ()))
         with run_dir.open(options.resume) as session:
+            if options.opened is not None:
+                options.opened(run_dir.path)
             todo = [job for job in jobs if job.key not in session.done]
             batch_size = max(1, min(requested, len(todo)))
             threads = None

@@ -264,9 +264,12 @@ class _Recorder:
 
 @contextlib.contextmanager
 def lock(path: Path) -> Iterator[None]:
-    """Hold the directory's lock (flock, released even by kill -9) so two runs or merges never write it at once."""
+    """Hold the directory's lock (flock, released even by kill -9) so two runs or merges never write it at once.
+    The lock file is removed on the way out, while still held; so a run that locked a file another has just removed
+    (its inode no longer at the path) counts as finding the directory in use."""
+    where = path / LOCK_NAME
     try:
-        fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(where, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise OutputError(f"cannot create the output directory {visible(path, 200)}: {exc.strerror or exc}") from None
     try:
@@ -275,11 +278,25 @@ def lock(path: Path) -> Iterator[None]:
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise OutputError(f"cannot lock {visible(path, 200)}: {exc.strerror or exc}") from None
-            raise ConfigError(f"{visible(path, 200)} is in use by another `runner run` or `runner merge` (it holds "
-                              f"{LOCK_NAME}); wait for it to end, or choose another --output-dir") from None
-        yield
+            raise _in_use(path) from None
+        try:
+            same = os.stat(where).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # removed (and perhaps created again) by the run that held it until now
+            raise _in_use(path)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(where)  # still held: nobody can have locked this file in between
     finally:
         os.close(fd)
+
+
+def _in_use(path: Path) -> ConfigError:
+    return ConfigError(f"{visible(path, 200)} is in use by another `runner run` or `runner merge` (it holds "
+                       f"{LOCK_NAME}); wait for it to end, or choose another --output-dir")
 
 
 __all__ = ["LOCK_NAME", "Prior", "RunDir", "Session", "lock", "max_records"]

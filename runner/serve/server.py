@@ -47,6 +47,7 @@ from runner.spec import Spec
 from runner.spec.derived import policy_label
 from runner.spec.limits import MAX_BATCH_SIZE
 from runner.tasks import TaskRef
+from runner.text import with_article
 
 MIB = 1024 * 1024
 MAX_CAMERAS = 32
@@ -247,7 +248,7 @@ class PolicyServer:
         except wire.WireError as exc:
             raise BadRequest(str(exc)) from None
         if not isinstance(message, dict):
-            raise BadRequest(f"a request must be a map, not a {type(message).__name__}")
+            raise BadRequest(f"a request must be a map, not {with_article(type(message).__name__)}")
         if protocol.is_control(message):
             self.stats.controls += 1
             return await self._control(client, message), False
@@ -426,7 +427,7 @@ def parse_observation(message: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 
 def _array(key: str, value: Any) -> np.ndarray:
     if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-        raise BadRequest(f"{key!r} must be a numeric array (msgpack_numpy), not a {type(value).__name__}")
+        raise BadRequest(f"{key!r} must be a numeric array (msgpack_numpy), not {with_article(type(value).__name__)}")
     return value
 
 

@@ -13,7 +13,7 @@ from runner.spec import schema, semantic
 from runner.spec.model import Spec, build
 from runner.spec.problems import Pos, Problem, SpecError, dotted
 from runner.spec.yamlload import MAX_DEPTH, Document, decode, load, read_bytes
-from runner.text import cut
+from runner.text import cut, with_article
 
 # dotted.key; parts after the first may hold / : - too (a remote policy's request keys: observation/image)
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_/:-]+)*$")
@@ -107,7 +107,7 @@ def _read_with_extends(path: Path, chain: tuple[Path, ...]) -> Document:
                 Problem(
                     parent.pos(()),
                     "",
-                    f"a spec named by `extends` must be a mapping, not a {schema.type_name(parent.data)}",
+                    f"a spec named by `extends` must be a mapping, not {with_article(schema.type_name(parent.data))}",
                 )
             ]
         )

@@ -14,7 +14,7 @@ import jsonschema
 from runner.spec.limits import schema
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.yamlload import Document
-from runner.text import visible
+from runner.text import visible, with_article
 
 
 def _is_integer(checker: Any, value: Any) -> bool:
@@ -148,7 +148,8 @@ def check(doc: Document) -> list[Problem]:
             Problem(
                 doc.pos(()),
                 "",
-                f"a spec must be a mapping of keys (name: ..., env: ..., policy: ...), not a {type_name(doc.data)}",
+                "a spec must be a mapping of keys (name: ..., env: ..., policy: ...), not "
+                f"{with_article(type_name(doc.data))}",
             )
         ]
     problems: dict[Problem, None] = {}  # ordered set: `required` yields one error per missing key
@@ -252,7 +253,7 @@ def _described(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, (list, dict)):
-        return f"a {type_name(value)}"
+        return with_article(type_name(value))
     return f"{type_name(value)} {_short(value)}"
 
 

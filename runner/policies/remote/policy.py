@@ -28,6 +28,7 @@ from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, Per
 from runner.policies.remote import TYPE, protocol, request
 from runner.policies.remote.client import Connection, Endpoint
 from runner.spec import EnvSpec, PolicySpec
+from runner.text import with_article
 
 MIB = 1024 * 1024
 KNOWN_KEYS = frozenset({PIXELS, AGENT_POS, ENV_STATE})
@@ -172,4 +173,4 @@ class RemotePolicy(PerEnvPolicy):
 def _keys(reply: Any) -> str:
     if isinstance(reply, Mapping):
         return f"keys: {', '.join(sorted(map(str, reply))[:20]) or 'none'}"
-    return f"a {type(reply).__name__}"
+    return with_article(type(reply).__name__)
