@@ -37,7 +37,7 @@ def test_every_shipped_benchmark_is_listed(capsys, in_repo):
     names = [line.split(":")[0] for line in lines if not line.startswith(" ")]
     assert names == ["aloha", "aloha_transfer_cube", "libero", "metaworld", "pusht"]
     lines = listed(capsys, "specs/pusht.yaml", "specs/aloha.yaml")
-    assert "  gym_0   gym_pusht:gym_pusht/PushT-v0     (no task text)" in lines
+    assert "  gym_0  gym_pusht:gym_pusht/PushT-v0  (no task text)" in lines
     assert any(line.split()[-2:] == ["gym_aloha:gym_aloha/AlohaInsertion-v0", "insertion"] for line in lines)
 
 
@@ -56,3 +56,13 @@ def test_gym_unknown_id_is_a_clear_error(tmp_path, task):
     spec.write_text(f"name: bad\nenv: {{type: gym, task: {task}}}\npolicy: {{type: random}}\n")
     with pytest.raises(ConfigError, match="did you mean 'CartPole-v1'"):
         main_inner(["list", str(spec)])
+
+
+def test_columns_line_up_whatever_the_names(capsys, in_repo):
+    """Keys of different groups (easy_27, push-v3_0) and names longer than any fixed width: every row's name and
+    text start at the same column."""
+    lines = listed(capsys, "specs/metaworld.yaml", "--set", "env.task=easy,push-v3")
+    rows = lines[2:]
+    names = {name: text for name, text in catalog.METAWORLD_TASKS.items()}
+    starts = {(row.index(row.split()[1], len(row.split()[0]) + 2), row.index(names[row.split()[1]])) for row in rows}
+    assert len(rows) == 29 and len(starts) == 1, starts

@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
         except MissingDependencyError as exc:
             say(f"  (task list unavailable: {exc})")
             continue
-        for task in tasks:
-            say(f"  {task.group}_{task.task_id:<3} {task.name:<32} {task.text or '(no task text)'}")
+        keys = [task.key for task in tasks]
+        key_width, name_width = max(map(len, keys), default=0), max((len(t.name) for t in tasks), default=0)
+        for key, task in zip(keys, tasks):  # columns as wide as their longest entry
+            say(f"  {key:<{key_width}}  {task.name:<{name_width}}  {task.text or '(no task text)'}".rstrip())
     return 0
 
 
