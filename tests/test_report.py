@@ -162,3 +162,17 @@ def test_50_task_report_is_small(tmp_path):
     assert runner("report", out).returncode == 0
     size = (out / "report.html").stat().st_size
     assert size < 2 << 20, size
+
+
+def test_unpaired_compare_of_runs_without_a_common_task_is_refused(tmp_path):
+    """Two unrelated benchmarks: no "0/0" table that exits 0, one message naming each run's tasks."""
+    from helpers import N
+
+    from runner.tasks import TaskRef
+
+    a = write_dir(tmp_path / "a", run_file(), full_records(), videos=False)
+    cartpole = (TaskRef("gym", 0, "CartPole-v1", "CartPole-v1"),)
+    b = write_dir(tmp_path / "b", run_file(tasks=cartpole), [record(cartpole[0], k) for k in range(N)], videos=False)
+    proc = runner("compare", a, b, "--unpaired")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert "share no task" in proc.stderr and "CartPole-v1" in proc.stderr and TASKS[0].name in proc.stderr

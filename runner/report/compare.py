@@ -283,6 +283,12 @@ def _unpaired_rows(a: RunResults, b: RunResults) -> tuple[list[TaskComparison], 
 
     na, nb = by_name(a), by_name(b)
     order = [(t.group, t.task_id, t.name) for t in a.run.tasks if t.name in nb]
+    if not order:  # nothing in common: no comparison at all, not a "0/0" that looks like one
+        only_a = sorted({t.name for t in a.run.tasks})
+        only_b = sorted({t.name for t in b.run.tasks})
+        raise ReportError(f"compare: the runs share no task with finished episodes (A: "
+                          f"{visible(', '.join(only_a), 200)}; B: {visible(', '.join(only_b), 200)}): there is nothing "
+                          "to compare, paired or not")
     rows = [_unpaired_row(f"{g}_{i}", name, g, na.get(name, []), nb[name]) for g, i, name in order]
     shared = {name for _, _, name in order}
     all_a = [r for name in shared for r in na.get(name, [])]
