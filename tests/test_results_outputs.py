@@ -210,3 +210,29 @@ def test_validate_checks_eval_info_against_the_ledger(tmp_path):
     problems = problems_of(tmp_path)
     assert any(p.startswith("metrics.json: pc_success = 99.0 but eval_info.json overall.pc_success") for p in problems)
     assert "metrics.json: task_descriptions has no entry for easy_1" in problems
+
+
+def test_an_uncommitted_spec_makes_the_run_dirty(tmp_path):
+    """run.json's runner.dirty covers the spec and its partials: an untracked or edited spec file inside the checkout
+    is named, as a commit alone could not reproduce the run."""
+    import subprocess
+
+    from runner.results.provenance import git_state
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "_base.yaml").write_text("install: {}\n")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    committed = (tmp_path / "specs" / "_base.yaml",)
+    assert git_state(tmp_path, committed)["dirty"] is False
+    (tmp_path / "specs" / "new.yaml").write_text("name: new\n")
+    state = git_state(tmp_path, (*committed, tmp_path / "specs" / "new.yaml"))
+    assert state["dirty"] is True and state["uncommitted_specs"] == ["specs/new.yaml"]
+    (tmp_path / "specs" / "_base.yaml").write_text("install: {apt: [x]}\n")
+    assert git_state(tmp_path, committed)["uncommitted_specs"] == ["specs/_base.yaml"]
+    assert git_state(tmp_path, (tmp_path.parent / "elsewhere.yaml",))["dirty"] is True  # the checkout itself changed

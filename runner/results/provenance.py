@@ -25,6 +25,9 @@ HASH_LIMIT_BYTES = 8 << 30  # a larger weights file is named, not hashed
 GIT_TIMEOUT_S = 5.0
 
 
+MAX_LISTED = 64  # uncommitted spec files named in run.json
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -36,7 +39,8 @@ def collect(spec: Spec, served: Mapping[str, Any] | None = None) -> dict[str, An
 
     policy = thaw(spec.policy)
     return {
-        "runner": {"version": runner.__version__, **git_state(Path(runner.__file__).resolve().parent.parent)},
+        "runner": {"version": runner.__version__,
+                   **git_state(Path(runner.__file__).resolve().parent.parent, spec_files(spec))},
         "python": platform.python_version(),
         "packages": package_versions(result_distributions(spec)),
         "host": host(),
@@ -46,8 +50,23 @@ def collect(spec: Spec, served: Mapping[str, Any] | None = None) -> dict[str, An
     }
 
 
-def git_state(root: Path) -> dict[str, Any]:
-    """{"commit", "dirty"} when runner runs from a git checkout (not an installed wheel), else {}."""
+def spec_files(spec: Spec) -> tuple[Path, ...]:
+    """The spec's file and the partials it extends (what a commit must hold to reproduce the run)."""
+    if spec.source is None:
+        return ()
+    from runner.spec import SpecError, resolve
+
+    try:
+        doc = resolve(spec.source)
+    except SpecError:  # loaded a moment ago; changed since: the spec file alone
+        return (Path(spec.source).resolve(),)
+    return tuple(sorted({Path(p.file).resolve() for p in doc.values.values() if p.line}))
+
+
+def git_state(root: Path, specs: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """{"commit", "dirty"} when runner runs from a git checkout (not an installed wheel), else {}. "dirty": runner's
+    own files or `specs` (the spec and its partials, when inside the checkout) differ from the commit, untracked
+    spec files included; those are listed in "uncommitted_specs"."""
     if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
         return {}
     try:
@@ -55,9 +74,15 @@ def git_state(root: Path) -> dict[str, Any]:
                                 timeout=GIT_TIMEOUT_S, check=True).stdout.strip()
         status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=True).stdout
+        inside = [str(p.relative_to(root)) for p in specs if p.is_relative_to(root)]
+        spec_status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all", "--",
+                                      *inside], capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                                     check=True).stdout if inside else ""
     except (OSError, subprocess.SubprocessError):
         return {}
-    return {"commit": commit[:40], "dirty": bool(status.strip())}
+    uncommitted = sorted(line[3:] for line in spec_status.splitlines() if len(line) > 3)[:MAX_LISTED]
+    return {"commit": commit[:40], "dirty": bool(status.strip() or uncommitted),
+            **({"uncommitted_specs": uncommitted} if uncommitted else {})}
 
 
 def package_versions(names: Sequence[str]) -> dict[str, str]:
