@@ -109,6 +109,7 @@ class EnvFamily:
     needs: Needs = Needs()
     needs_for: Callable[[Mapping[str, Any]], Needs] | None = None  # needs that depend on the `env` section
     success_rules: bool = False  # env.success rules apply (other families report success themselves)
+    success_text: str = ""  # how a family without rules decides success, in words (reports state it)
 
     def needs_of(self, env: Mapping[str, Any]) -> Needs:
         return self.needs_for(env) if self.needs_for is not None else self.needs

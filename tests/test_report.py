@@ -176,3 +176,20 @@ def test_unpaired_compare_of_runs_without_a_common_task_is_refused(tmp_path):
     proc = runner("compare", a, b, "--unpaired")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert "share no task" in proc.stderr and "CartPole-v1" in proc.stderr and TASKS[0].name in proc.stderr
+
+
+def test_the_report_states_the_success_rule(metaworld_runs):
+    html = (metaworld_runs["scripted"] / "report.html").read_text()
+    assert "<td>success rule</td><td>Meta-World&#x27;s own: info[&#x27;success&#x27;] true at any step" in html
+
+
+@pytest.mark.parametrize("success, words", [
+    ({"info_key": None, "min_return": None, "survive": False}, "info['is_success'], else info['success']"),
+    ({"info_key": "goal_reached", "min_return": None, "survive": False}, "info['goal_reached'] true at any step"),
+    ({"info_key": None, "min_return": 195.0, "survive": False}, "the summed reward reaches 195.0"),
+    ({"info_key": None, "min_return": None, "survive": True}, "reaches its time limit without terminating"),
+])
+def test_success_rules_in_words(success, words):
+    from runner.spec.derived import success_rule
+
+    assert words in success_rule({"type": "gym", "task": "CartPole-v1", "success": success})

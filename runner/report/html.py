@@ -95,6 +95,7 @@ def _header(run: RunResults, index: int | None) -> str:
                     + (f", <b>{run.missing} episodes missing</b>" if run.missing else "")),
         ("success", f"<b>{overall['n_successes']}/{overall['n_episodes']} = {pct(overall['pc_success'])} %</b> "
                     f"{interval(overall)}" + (f", {overall['n_errors']} errors" if overall["n_errors"] else "")),
+        ("success rule", e(_success_rule(r.identity))),
         ("when", e(" → ".join(str(t) for t in (prov.get("started_at"), prov.get("ended_at")) if t) or "unknown")),
         ("wall time", f"{r.eval_s:.1f} s"),
         ("reproduce", f"<code>{e(r.rerun_command(run.path))}</code>"),
@@ -110,6 +111,19 @@ def _header(run: RunResults, index: int | None) -> str:
                 "cover the recorded episodes only.</p>")
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)
     return f'{heading}{warn}<table class="meta">{body}</table>'
+
+
+def _success_rule(identity: dict[str, Any]) -> str:
+    """The run's success rule in words, from its own run.json (a family not installed here: what the file says)."""
+    from runner.errors import ConfigError
+    from runner.spec.derived import success_rule
+
+    env = identity.get("env") if isinstance(identity.get("env"), dict) else {}
+    try:
+        return success_rule(env)
+    except ConfigError:  # a plugin family not installed here
+        rule = {k: v for k, v in (env.get("success") or {}).items() if v not in (None, False)}
+        return f"env.success {rule}" if rule else f"{env.get('type')}'s own success signal"
 
 
 def _policy_identity(identity: dict[str, Any]) -> str:

@@ -21,6 +21,23 @@ def policy_label(spec: Spec) -> str:
     return spec.policy.type
 
 
+def success_rule(env: dict[str, Any]) -> str:
+    """How a run with this `env` section (a spec's, or run.json's identity) decides an episode's success, in words."""
+    from runner.adapters import env_family
+
+    family = env_family(str(env.get("type")))
+    if not family.success_rules:
+        return family.success_text or f"{family.title or family.name}'s own success signal"
+    rule = env.get("success") or {}
+    if rule.get("min_return") is not None:
+        return f"the summed reward reaches {rule['min_return']} (env.success.min_return)"
+    if rule.get("survive"):
+        return "the episode reaches its time limit without terminating (env.success.survive)"
+    if rule.get("info_key"):
+        return f"info[{rule['info_key']!r}] true at any step (env.success.info_key)"
+    return "the env's own: info['is_success'], else info['success'], true at any step (no env.success rule)"
+
+
 def run_identity(spec: Spec) -> dict[str, Any]:
     """The spec fields that decide the results (hashed into run.json; see runner.results.runfile)."""
     policy = thaw(spec.policy)

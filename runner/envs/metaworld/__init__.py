@@ -55,4 +55,5 @@ FAMILY = EnvFamily(
     pixel_names=pixel_names,
     needs=Needs(("metaworld", "mujoco"), "add install.extras: [metaworld]", renders_with_mujoco=None,
                 extras=("metaworld",)),
+    success_text="Meta-World's own: info['success'] true at any step (the episode ends there, as in LeRobot)",
 )
