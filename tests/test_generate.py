@@ -334,6 +334,33 @@ def test_bad_root_and_empty_specs_dir(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "no specs" in err
 
 
+BLOCKERS = {  # what stands where gen-ci writes -> what the one message says
+    "a folder at the workflow": (lambda r: (r / ".github/workflows/benchmark_pendulum.yml").mkdir(parents=True),
+                                 ".github/workflows/benchmark_pendulum.yml is a folder, not a file"),
+    "a file at docker/": (lambda r: (r / "docker").write_text("x"), "docker is a file, not a folder"),
+    "a FIFO at docker/": (lambda r: os.mkfifo(r / "docker"), "docker is a special file"),
+    "a link at the Dockerfile": (lambda r: ((r / "docker").mkdir(), (r / "docker/Dockerfile.benchmark.pendulum")
+                                            .symlink_to(r / "elsewhere")), "is a symbolic link"),
+    "a link at .github/": (lambda r: (r / ".github").symlink_to(r / "elsewhere", target_is_directory=True),
+                           ".github is a symbolic link"),
+}
+
+
+@pytest.mark.parametrize("blocker", sorted(BLOCKERS))
+def test_every_generated_path_that_is_blocked_is_one_message_and_nothing_is_written(
+        blocker: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "pendulum.yaml").write_text(PENDULUM_SPEC)
+    (tmp_path / "elsewhere").mkdir()
+    make, message = BLOCKERS[blocker]
+    make(tmp_path)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    code, out, err = gen_ci(capsys, "--root", str(tmp_path))
+    assert code == 2 and message in err and "Traceback" not in err, err
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before  # nothing written
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # not through a link either
+
+
 def test_help_has_examples(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["gen-ci", "--help"])

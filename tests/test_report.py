@@ -43,7 +43,10 @@ def test_scripted_experts_beat_random_significantly(metaworld_runs, tmp_path):
     assert overall["diff"] == 1.0 and overall["ci_low"] > 0.5 and overall["p"] < 0.001
     assert overall["p"] == pytest.approx(2 * 0.5 ** 12)  # exact McNemar: 12 discordant pairs, all one way
     assert "scripted vs random:" in proc.stdout and "overall +100.0 pts" in proc.stdout and "p = 0.0005" in proc.stdout
-    assert "Comparison: B = scripted vs A = random" in (tmp_path / "c.html").read_text()
+    html = (tmp_path / "c.html").read_text()
+    assert "Comparison: B = scripted vs A = random" in html
+    overall_row = html[html.index("<tr><td>overall</td>"):].split("</tr>")[0]
+    assert "<td class='num'>0.0005</td>" in overall_row and "better" in overall_row  # its p and its verdict
 
 
 def test_compare_a_run_with_itself(metaworld_runs, tmp_path):

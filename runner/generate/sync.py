@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.errors import ConfigError
 from runner.generate.render import DOCKERFILE_PREFIX, HEADER_MARK, WORKFLOW_PREFIX
+from runner.results.outputs import OutputError
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,34 @@ def _is_generated(path: Path) -> bool:
         return stream.read(len(HEADER_MARK)).decode("utf-8", "replace") == HEADER_MARK
 
 
+def blocked(root: Path, rel: str) -> str | None:
+    """Why gen-ci cannot write `rel` under `root` (something else is in its place or its folder's), or None."""
+    path = root / rel
+    for parent in reversed(path.relative_to(root).parents[:-1]):  # docker, .github, .github/workflows, ...
+        where = root / parent
+        if where.is_symlink() or (where.exists() and not where.is_dir()):
+            return f"{parent.as_posix()} is {_kind(where)}, not a folder: gen-ci writes {rel} in it"
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return f"{rel} is {_kind(path)}, not a file gen-ci can write: move it away"
+    return None
+
+
+def _kind(path: Path) -> str:
+    if path.is_symlink():
+        return "a symbolic link"
+    if path.is_dir():
+        return "a folder"
+    if path.is_file():
+        return "a file"
+    return "a special file (a FIFO, socket or device)"
+
+
 def changes(root: Path, files: Mapping[str, str], *, prune: bool) -> list[Change]:
-    """What writing `files` under `root` would change; with `prune`, generated files no spec produces are removed."""
+    """What writing `files` under `root` would change; with `prune`, generated files no spec produces are removed.
+    ConfigError, before anything is written, when a path is taken by something gen-ci must not write through."""
+    problems = [why for rel in sorted(files) if (why := blocked(root, rel))]
+    if problems:
+        raise ConfigError("gen-ci: " + "; ".join(problems))
     found = []
     for rel, text in sorted(files.items()):
         path = root / rel
@@ -57,10 +85,16 @@ def changes(root: Path, files: Mapping[str, str], *, prune: bool) -> list[Change
 
 
 def apply(root: Path, found: list[Change]) -> None:
+    """Write (atomically: a reader never sees half a file) or remove each changed file; OutputError on failure."""
+    from runner.results.outputs import write_text_atomic
+
     for change in found:
         path = root / change.path
-        if change.new is None:
-            path.unlink()
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(change.new.encode("utf-8"))
+        try:
+            if change.new is None:
+                path.unlink()
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(path, change.new)
+        except OSError as exc:
+            raise OutputError(f"gen-ci: cannot write {change.path}: {exc.strerror or exc}") from None

@@ -277,7 +277,7 @@ def _comparison(c: Comparison) -> str:
     for t in [c.overall, *c.tasks]:
         d = "–" if t.diff is None else f"{100 * t.diff:+.1f}"
         ci = "–" if t.low is None else f"[{100 * t.low:+.1f}, {100 * t.high:+.1f}]"
-        v = f"<span class='{t.verdict.split()[0]}'>{e(t.verdict)}</span>" if t is not c.overall else ""
+        v = f"<span class='{t.verdict.split()[0]}'>{e(t.verdict)}</span>" if t.verdict else ""
         name = e(f"{t.task} {t.name}".strip())
         if c.paired:
             lines.append(f"<tr><td>{name}</td><td class='num'>{t.n}</td><td class='num'>{t.a_successes}</td>"
