@@ -25,6 +25,10 @@ class MissingDependencyError(RunnerError):
     exit_code = 3
 
 
+class OutputError(RunnerError):
+    """An output file cannot be written (exit 1)."""
+
+
 class HubUnreachable(MissingDependencyError):
     """Something the spec names on the Hugging Face hub (a checkpoint) cannot be fetched from here now (exit 3):
     installing packages does not help; a local copy does."""

@@ -185,7 +185,7 @@ def test_works_without_any_simulator_installed(tmp_path: Path) -> None:
         "mods = sorted(m for m in sys.modules if m.startswith('runner.') and sys.modules[m] is not None)\n"
         "allowed = ('runner.spec', 'runner.generate', 'runner.install', 'runner.errors', 'runner.text',\n"
         "           'runner.tasks', 'runner.cli', 'runner.adapters', 'runner.envs', 'runner.policies',\n"
-        "           'runner.distributions', 'runner.interrupts')\n"
+        "           'runner.distributions', 'runner.interrupts', 'runner.atomic')\n"
         "runtime = ('.adapter', '.policy', '.preload', '.base')  # the descriptors only, never what builds envs\n"
         "bad = [m for m in mods if not m.startswith(allowed) or m.endswith(runtime)]\n"
         "print(bad)\n"
@@ -202,7 +202,8 @@ def test_generate_imports_only_spec_jinja_and_stdlib() -> None:
             if match and match.group(1).split(".")[0] not in sys.stdlib_module_names | {"__future__"}:
                 assert match.group(1).split(".")[0] in {"jinja2", "runner"}, (path.name, line)
                 if match.group(1).startswith("runner"):
-                    allowed = ("runner.spec", "runner.generate", "runner.install.plan", "runner.errors", "runner.text")
+                    allowed = ("runner.spec", "runner.generate", "runner.install.plan", "runner.errors", "runner.text",
+                               "runner.atomic")
                     assert match.group(1).startswith(allowed), line
 
 

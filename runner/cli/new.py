@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{str(out.parent)!r} is not a directory")
     text = compose(args.name, args.env, args.task, args.policy, args.videos, out, tuple(args.pip), args.path,
                    tuple(args.code))
-    from runner.results.outputs import write_text_atomic
+    from runner.atomic import write_text_atomic
 
     write_text_atomic(out, text)
     say(f"wrote {out}; next: runner validate {out} && runner run {out}")

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.errors import ConfigError
+from runner.atomic import write_text_atomic
+from runner.errors import ConfigError, OutputError
 from runner.generate.render import DOCKERFILE_PREFIX, HEADER_MARK, WORKFLOW_PREFIX
-from runner.results.outputs import OutputError
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,6 @@ def changes(root: Path, files: Mapping[str, str], *, prune: bool) -> list[Change
 
 def apply(root: Path, found: list[Change]) -> None:
     """Write (atomically: a reader never sees half a file) or remove each changed file; OutputError on failure."""
-    from runner.results.outputs import write_text_atomic
-
     for change in found:
         path = root / change.path
         try:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.errors import RunnerError
+from runner.atomic import write_text_atomic
+from runner.errors import OutputError
 from runner.results.aggregate import build_eval_info, build_metrics, strip_timings
 from runner.results.coverage import video_relpath
 from runner.results.ledger import LEDGER_NAME, LedgerError, load_ledger
@@ -32,10 +31,6 @@ _METRICS_FROM_OVERALL = (
 )
 
 
-class OutputError(RunnerError):
-    """An output file cannot be written."""
-
-
 class OutputValidationError(ValueError):
     """An output directory does not match the documented layout; `problems` lists every finding."""
 
@@ -52,42 +47,6 @@ def dumps(data: Any) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that `path` holds either its old content or the complete new one, never a mix."""
     write_text_atomic(path, dumps(data))  # serialise first: a ValueError (NaN) leaves nothing behind
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text so that `path` holds either its old content or the complete new one, never a mix.
-
-    Temp file in the same directory, fsync, os.replace, then fsync of the directory (best effort).
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from other users and CI artifact readers
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def write_outputs(
