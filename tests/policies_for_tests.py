@@ -313,3 +313,12 @@ class EnvironmentProbe:
 
 def environment_probe(out: str) -> EnvironmentProbe:
     return EnvironmentProbe(out)
+
+
+def declaring(form: str = "batched", **attributes: Any) -> Any:
+    """A policy (`form`: batched or per_env) whose declarations are `attributes` (observation_keys, reset, ...):
+    for the tests that a bad declaration is refused when the policy is built."""
+    policy = ZeroBatched() if form == "batched" else PerEnv()
+    for name, value in attributes.items():
+        setattr(policy, name, value)
+    return policy

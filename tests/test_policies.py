@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -152,3 +154,26 @@ def test_python_factory_that_raises_or_returns_nonsense():
         make_policy(policy_spec("python", "tests.policies_for_tests:zero_batched", bogus=1), env_spec())
     with pytest.raises(ConfigError, match="must return an object with select_action"):
         make_policy(policy_spec("python", "builtins:dict"), env_spec())
+
+
+@pytest.mark.parametrize("form", ["batched", "per_env"])
+@pytest.mark.parametrize("attributes, message", [
+    ({"observation_keys": 5}, "observation_keys must be a list of observation key names"),
+    ({"observation_keys": "pixels"}, "not 'pixels'"),  # a string is not a list of names (it would be its letters)
+    ({"observation_keys": [1, 2]}, "observation_keys must be a list"),
+    ({"observation_keys": ["x"] * 300}, "at most 256"),
+    ({"reset": 5}, "the policy's reset must be a method, not an int"),
+])
+def test_a_policy_that_declares_something_wrong_is_refused_when_built(form, attributes, message, in_repo):
+    """Every attribute runner reads from a user's policy is checked when the policy is built: one ConfigError
+    naming it, never a traceback mid-run."""
+    policy = policy_spec("python", path="tests.policies_for_tests:declaring", form=form, **attributes)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_policy(policy, env_spec("gym", "CartPole-v1"))
+
+
+def test_batched_optional_methods_are_checked_too(in_repo):
+    for name in ("take_queued", "close"):
+        policy = policy_spec("python", path="tests.policies_for_tests:declaring", **{name: "not callable"})
+        with pytest.raises(ConfigError, match=f"the policy's {name} must be a method, not a str"):
+            make_policy(policy, env_spec("gym", "CartPole-v1"))

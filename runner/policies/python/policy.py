@@ -24,6 +24,7 @@ import numpy as np
 from runner.errors import ConfigError, EvaluationError, RunnerError
 from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy, Policy
 from runner.spec import EnvSpec, PolicySpec
+from runner.text import cut, with_article
 
 
 def load_factory(path: str, cwd: str | None = None) -> Callable[..., Any]:
@@ -78,10 +79,9 @@ def _per_env(path: str, kwargs: dict[str, Any], cwd: str) -> PerEnvPolicy:
 class UserBatched(Policy):
     """A user's batched policy with the optional methods filled in."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, where: str = "the policy") -> None:
         self.inner = inner
-        keys = getattr(inner, "observation_keys", None)
-        self.observation_keys = None if keys is None else frozenset(keys)
+        self.observation_keys = declared_keys(inner, where)
 
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
         if hasattr(self.inner, "reset"):
@@ -100,16 +100,47 @@ class UserBatched(Policy):
             self.inner.close()
 
 
+BATCHED_OPTIONAL = ("reset", "take_queued", "close")  # optional methods of a batched policy
+PER_ENV_OPTIONAL = ("reset",)  # and of a per-env one
+MAX_KEYS = 256
+
+
+def check_declared(obj: Any, where: str, methods: Sequence[str]) -> None:
+    """What the user's object declares is checked once, when it is built (ConfigError naming the attribute), so a bad
+    declaration never surfaces as a traceback in the middle of a run: optional methods callable, observation keys
+    a collection of names."""
+    for name in methods:
+        value = getattr(obj, name, None)
+        if value is not None and not callable(value):
+            raise ConfigError(f"{where}: the policy's {name} must be a method, not {with_article(type(value).__name__)}")
+    declared_keys(obj, where)
+
+
+def declared_keys(obj: Any, where: str) -> frozenset[str] | None:
+    """The policy's `observation_keys` (None: every key): a list, tuple or set of at most MAX_KEYS strings."""
+    keys = getattr(obj, "observation_keys", None)
+    if keys is None:
+        return None
+    if not isinstance(keys, list | tuple | set | frozenset) or len(keys) > MAX_KEYS or \
+            not all(isinstance(k, str) and 0 < len(k) <= 200 for k in keys):
+        shown = cut(repr(keys), 80)
+        raise ConfigError(f"{where}: the policy's observation_keys must be a list of observation key names (strings, "
+                          f"at most {MAX_KEYS}), like ['pixels', 'agent_pos'], not {shown}")
+    return frozenset(keys)
+
+
 def make(policy: PolicySpec, env: EnvSpec) -> Any:
     if not policy.path:
         raise ConfigError("policy.type python needs policy.path: module:factory")
     kwargs = dict(policy.kwargs)
     obj = build(policy.path, kwargs)
+    where = f"policy.path {policy.path!r}"
     if callable(getattr(obj, "select_action", None)):
-        return UserBatched(obj)
+        check_declared(obj, where, BATCHED_OPTIONAL)
+        return UserBatched(obj, where)
     if callable(getattr(obj, "act", None)):
-        keys = getattr(obj, "observation_keys", None)
+        check_declared(obj, where, PER_ENV_OPTIONAL)
         factory = functools.partial(_per_env, policy.path, kwargs, os.getcwd())
-        return PerEnvBatch(factory, None if keys is None else frozenset(keys))
+        return PerEnvBatch(factory, declared_keys(obj, where))
     raise ConfigError(f"policy.path {policy.path!r}: the factory must return an object with "
                       f"select_action(observation, task_texts, slots) or act(observation)")
