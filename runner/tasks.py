@@ -29,6 +29,17 @@ class TaskRef:
         return f"{self.group}_{self.task_id}"
 
 
+def repeated_item(items: list[str] | tuple[str, ...]) -> str | None:
+    """The first item of env.task's comma list that is listed twice (its episodes would collide in the results);
+    `validate` and every adapter refuse it alike."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
+
+
 def plan_size_problem(n_tasks: int, n_episodes: int) -> str | None:
     """Why a plan of `n_tasks` x `n_episodes` is too large for one run, or None."""
     total = n_tasks * n_episodes

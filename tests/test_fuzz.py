@@ -34,7 +34,8 @@ NASTY = "\x00\x1b\n\r\t\u2028\u2029\u202e\u2066\u200b\ufeff\u0435'\"${}[]:#&*!|>
 texts = st.text(alphabet=st.one_of(st.sampled_from(NASTY), st.characters(codec="utf-8")), max_size=40)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
                     st.floats(allow_nan=True, allow_infinity=True), texts)
-BENIGN = [0, 1, 2, 5, True, False, None, "push-v3", "reach-v3,push-v3", "easy", "random", "spread", "cpu", [0, 1], {}]
+BENIGN = [0, 1, 2, 5, True, False, None, "push-v3", "reach-v3,push-v3", "push-v3,push-v3", "easy", "random",
+          "spread", "cpu", [0, 1], {}]
 values = st.one_of(st.sampled_from(BENIGN), st.recursive(
     scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(texts, inner, max_size=4)),
     max_leaves=12))
@@ -71,6 +72,46 @@ def mutate(data: dict, path: tuple, value: object) -> dict:
     return out
 
 
+def accepted_everywhere(spec, root: Path) -> None:
+    """What `validate` accepts, the run's task plan and `gen-ci` accept too (no validate-vs-run or validate-vs-gen-ci
+    gap): the adapter's task list, and the image and workflow rendered when the install section is complete."""
+    from runner.envs import get_adapter
+    from runner.generate import render
+    from runner.install.needs import problems
+
+    get_adapter(spec.env.type).tasks(spec.env)
+    if not problems(spec):
+        render([spec], root)
+
+
+GAP_CASES = {  # edits where validate and the run (or gen-ci) once disagreed, and their neighbours
+    "metaworld task twice": {"env": {"type": "metaworld", "task": "push-v3,push-v3"}},
+    "gym id twice": {"env": {"type": "gym", "task": "CartPole-v1,CartPole-v1"}},
+    "group and its task": {"env": {"type": "metaworld", "task": "easy,reach-v3"}},
+    "prefixed and plain name": {"env": {"type": "metaworld", "task": "metaworld-push-v3,push-v3"}},
+    "task id past a group": {"env": {"type": "metaworld", "task": "easy", "task_ids": [27, 28]}},
+    "empty item": {"env": {"type": "metaworld", "task": "push-v3,,reach-v3"}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(GAP_CASES))
+def test_validate_accepts_only_what_the_run_and_gen_ci_accept(tmp_path, case):
+    data = json.loads(json.dumps(BASE))
+    for section, values in GAP_CASES[case].items():
+        data[section] = {**data[section], **values}
+    if data["env"]["type"] == "gym":
+        data["install"] = {}
+    path = tmp_path / "specs" / "fz.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(data))
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        check_spec_error(exc)
+        return
+    accepted_everywhere(spec, tmp_path)
+
+
 def check_spec_error(exc: SpecError) -> None:
     text = str(exc)
     assert text and all(line and has_hidden(line) is None for line in text.split("\n")), repr(text)
@@ -91,7 +132,9 @@ def test_spec_documents(tmp_path_factory, edits, drop, rename):
         data.pop(drop, None)
     if rename and rename[0] in data:
         data[rename[1]] = data.pop(rename[0])
-    path = tmp_path_factory.mktemp("spec") / "fz.yaml"
+    root = tmp_path_factory.mktemp("spec")
+    path = root / "specs" / "fz.yaml"
+    path.parent.mkdir()
     try:
         text = yaml.safe_dump(data, allow_unicode=True)
     except yaml.YAMLError:
@@ -105,6 +148,7 @@ def test_spec_documents(tmp_path_factory, edits, drop, rename):
         return
     event("valid")
     json.dumps(spec.to_dict(), allow_nan=False)  # what `runner show --format json` prints is JSON
+    accepted_everywhere(spec, root)
 
 
 @FUZZ
@@ -120,12 +164,16 @@ def test_spec_bytes(tmp_path_factory, raw):
 @FUZZ
 @given(key=st.one_of(texts, st.sampled_from([p for p in [".".join(map(str, p)) for p in PATHS]])), value=texts)
 def test_set_overrides(tmp_path_factory, key, value):
-    path = tmp_path_factory.mktemp("set") / "fz.yaml"
+    root = tmp_path_factory.mktemp("set")
+    path = root / "specs" / "fz.yaml"
+    path.parent.mkdir()
     path.write_text(yaml.safe_dump(BASE))
     try:
-        load_spec(path, [f"{key}={value}"])
+        spec = load_spec(path, [f"{key}={value}"])
     except SpecError as exc:
         check_spec_error(exc)
+        return
+    accepted_everywhere(spec, root)
 
 
 def test_cli_never_prints_a_traceback_for_fuzzed_specs(tmp_path, capsys):

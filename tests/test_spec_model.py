@@ -617,3 +617,55 @@ def test_the_kind_of_a_wrong_value_reads_right(tmp_path, text, kind):
     with pytest.raises(SpecError) as caught:
         load_spec(path)
     assert f"not {kind}" in str(caught.value)
+
+
+# --- hostile spec files: long extends chains, special files, huge values ------------------------------------
+
+def test_a_long_extends_chain_names_extends(tmp_path):
+    for i in range(20):
+        (tmp_path / f"p{i}.yaml").write_text(f"extends: p{i + 1}.yaml\n" if i < 19 else "install: {}\n")
+    (tmp_path / "t.yaml").write_text("name: t\nextends: p0.yaml\nenv: {type: gym, task: CartPole-v1}\n"
+                                     "policy: {type: random}\n")
+    with pytest.raises(SpecError, match="the extends chain is longer than 16 files"):
+        load_spec(tmp_path / "t.yaml")
+
+
+@pytest.mark.parametrize("where", ["the spec", "its extends"])
+def test_a_fifo_is_a_special_file_never_read(tmp_path, where):
+    """Opening a FIFO would wait for a writer forever: it is named for what it is instead (in a subprocess with a
+    timeout, so that a regression fails instead of hanging the suite)."""
+    import os
+
+    from helpers import runner_cli
+
+    os.mkfifo(tmp_path / "fifo.yaml")
+    spec = tmp_path / "fifo.yaml"
+    if where == "its extends":
+        spec = tmp_path / "t.yaml"
+        spec.write_text("name: t\nextends: fifo.yaml\nenv: {type: gym, task: CartPole-v1}\npolicy: {type: random}\n")
+    proc = runner_cli("validate", spec, timeout=60)
+    assert proc.returncode == 2 and "is a special file" in proc.stderr, proc.stderr
+
+
+HUGE = "9" * 5000
+ECHOES = {  # where a spec or --set echoes a value back -> the document (or the override) that carries a huge one
+    "an integer": ("eval: {n_episodes: " + HUGE + "}", ()),
+    "a task name": ("env: {type: metaworld, task: x" + HUGE + "}", ()),
+    "an unknown key": ("eval: {k" + HUGE + ": 1}", ()),
+    "a policy path": ("policy: {type: python, path: 'm:" + HUGE + "'}", ()),
+    "an extends value": ("extends: x" + HUGE + ".yaml", ()),
+    "a --set key": ("", (f"eval.k{HUGE}=1",)),
+    "a --set value": ("", (f"eval.seed={HUGE}",)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ECHOES))
+def test_every_echoed_value_is_cut(tmp_path, case):
+    """A 5,000-character value never comes back whole: every problem stays one line of at most ~1 KB."""
+    text, overrides = ECHOES[case]
+    base = {"name": "t", "env": "{type: gym, task: CartPole-v1}", "policy": "{type: random}"}
+    lines = [f"{k}: {v}" for k, v in base.items() if not text.startswith(f"{k}:")]
+    (tmp_path / "t.yaml").write_text("\n".join([*lines, text]) + "\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path / "t.yaml", list(overrides))
+    assert all(len(line) < 1000 for line in str(caught.value).splitlines()), max(map(len, str(caught.value).splitlines()))

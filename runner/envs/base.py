@@ -30,7 +30,7 @@ import gymnasium as gym
 
 from runner.errors import ConfigError
 from runner.spec import EnvSpec
-from runner.tasks import TaskRef
+from runner.tasks import TaskRef, repeated_item
 
 PIXELS = "pixels"
 AGENT_POS = "agent_pos"
@@ -109,11 +109,9 @@ def select_task_ids(group: str, names: Sequence[str], task_ids: Sequence[int] | 
 
 def unique_groups(items: Sequence[str]) -> list[str]:
     """The comma-list items of `env.task`, refusing duplicates (they would collide in the results)."""
-    seen: set[str] = set()
-    for item in items:
-        if item in seen:
-            raise ConfigError(f"env.task lists {item!r} twice")
-        seen.add(item)
+    twice = repeated_item(items)
+    if twice is not None:
+        raise ConfigError(f"env.task lists {twice!r} twice")
     if not items:
         raise ConfigError("env.task names no task")
     return list(items)

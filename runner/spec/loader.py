@@ -12,13 +12,14 @@ from typing import Any
 from runner.spec import schema, semantic
 from runner.spec.model import Spec, build
 from runner.spec.problems import Pos, Problem, SpecError, dotted
-from runner.spec.yamlload import MAX_DEPTH, Document, decode, load, read_bytes
+from runner.spec.yamlload import MAX_DEPTH, SPECIAL, Document, decode, load, read_bytes
 from runner.text import cut, with_article
 
 # dotted.key; parts after the first may hold / : - too (a remote policy's request keys: observation/image)
 OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_/:-]+)*$")
 MAX_OVERRIDE_ECHO = 120  # characters of a --set override named in messages
 EXTENDS = re.compile(schema.schema()["properties"]["extends"]["pattern"])
+MAX_EXTENDS = 16  # files in one extends chain (the shipped specs use 3)
 
 
 def default_spec_paths(root: Path = Path(".")) -> list[Path]:
@@ -86,20 +87,22 @@ def _read_with_extends(path: Path, chain: tuple[Path, ...]) -> Document:
         return doc  # absent, null or malformed: the schema reports a bad value
     parent_path = Path(os.path.normpath(path.parent / target))
     seen = chain + (path.resolve(),)
-    if parent_path.resolve() in seen:
-        cycle = " -> ".join(os.path.relpath(p) for p in (*seen, parent_path.resolve()))
+    if len(seen) > MAX_EXTENDS:
+        raise SpecError([Problem(doc.pos(("extends",)), "extends", f"the extends chain is longer than {MAX_EXTENDS} "
+                                 f"files (from {os.path.relpath(seen[0])}); a spec extends a partial or two")])
+    try:
+        target_path = parent_path.resolve()
+        is_file, is_dir, exists = parent_path.is_file(), parent_path.is_dir(), parent_path.exists()
+    except OSError as exc:  # a name the file system refuses (too long, a loop of links)
+        raise SpecError([Problem(doc.pos(("extends",)), "extends", f"{cut(repr(str(parent_path)), 300)} cannot be "
+                                 f"read: {exc.strerror or exc}")]) from None
+    if target_path in seen:
+        cycle = " -> ".join(os.path.relpath(p) for p in (*seen, target_path))
         raise SpecError([Problem(doc.pos(("extends",)), "extends", f"extends cycle: {cycle}")])
-    if not parent_path.is_file():
-        what = "is a directory" if parent_path.is_dir() else "does not exist"
-        raise SpecError(
-            [
-                Problem(
-                    doc.pos(("extends",)),
-                    "extends",
-                    f"{str(parent_path)!r} {what}; extends names a spec file relative to this one",
-                )
-            ]
-        )
+    if not is_file:
+        what = "is a directory" if is_dir else SPECIAL if exists else "does not exist"
+        raise SpecError([Problem(doc.pos(("extends",)), "extends",
+                                 f"{cut(repr(str(parent_path)), 300)} {what}; extends names a spec file relative to this one")])
     parent = _read_with_extends(parent_path, seen)
     if not isinstance(parent.data, dict):
         raise SpecError(

@@ -10,6 +10,7 @@ from runner.errors import ConfigError
 from runner.text import cut, escape
 
 MAX_PATH_ECHO = 200  # characters of a dotted key in a message
+MAX_MESSAGE = 600  # characters of a message: whatever value it echoes, a problem stays one readable line
 
 
 @dataclass(frozen=True, order=True)
@@ -35,8 +36,8 @@ class Problem:
         """One line, whatever the spec holds: hidden characters (line breaks, ESC, bidi controls) escaped."""
         path = cut(escape(self.path), MAX_PATH_ECHO)
         where = f"{escape(str(self.pos))}: {path}: " if self.path else f"{escape(str(self.pos))}: "
-        suffix = f"; did you mean {escape(repr(self.hint))}?" if self.hint else ""
-        return f"{where}{escape(self.message)}{suffix}"
+        suffix = f"; did you mean {cut(escape(repr(self.hint)), MAX_PATH_ECHO)}?" if self.hint else ""
+        return f"{where}{cut(escape(self.message), MAX_MESSAGE)}{suffix}"
 
 
 class SpecError(ConfigError):

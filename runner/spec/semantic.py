@@ -13,7 +13,7 @@ from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.project import extra_names
 from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
 from runner.spec.yamlload import Document
-from runner.tasks import plan_size_problem
+from runner.tasks import plan_size_problem, repeated_item
 
 CI_SET_SECTIONS = ("env", "policy", "eval")
 
@@ -125,6 +125,9 @@ def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], pro
     env_type = env["type"]
     family = env_family(env_type)
     items = [t for t in env["task"].split(",") if t]
+    twice = repeated_item(items)
+    if twice is not None:
+        add(("env", "task"), f"lists {twice!r} twice (its episodes would collide in the results)")
     if family.items is not None:
         normalize = family.normalize_item or (lambda item: item)
         for item in items:

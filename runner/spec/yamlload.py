@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from runner.spec.problems import Pos, Problem, SpecError, dotted
+from runner.text import visible
 
 MAX_BYTES = 1 << 20  # specs are a few KiB; anything bigger is a mistake
 MAX_NODES = 20_000  # after alias expansion
@@ -94,11 +95,16 @@ def fail(pos: Pos, path: tuple | str, message: str) -> SpecError:
     return SpecError([Problem(pos, path if isinstance(path, str) else dotted(path), message)])
 
 
+SPECIAL = "is a special file (a FIFO, socket or device)"
+
+
 def read_bytes(path: Path, origin: str) -> bytes:
     """A spec file's bytes, reading at most one byte past the size limit."""
     try:
         if path.is_dir():
             raise fail(Pos(origin), "", "is a directory; name a spec file (e.g. specs/metaworld.yaml)")
+        if path.exists() and not path.is_file():  # opening a FIFO would wait for a writer
+            raise fail(Pos(origin), "", f"{SPECIAL}, not a spec file")
         with path.open("rb") as stream:
             raw = stream.read(MAX_BYTES + 1)
     except FileNotFoundError:
@@ -213,7 +219,7 @@ class _Converter:
         try:
             value = self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, KeyError, TypeError):
-            self.problem(node.start_mark, path, f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]}")
+            self.problem(node.start_mark, path, f"{visible(node.value)} is not a valid {node.tag.rsplit(':', 1)[-1]}")
             return None
         finally:
             self.loader.constructed_objects.clear()
