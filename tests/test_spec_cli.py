@@ -220,3 +220,25 @@ def test_an_unknown_option_shows_the_commands_usage_and_a_did_you_mean(args, usa
     proc = runner_cli(*args)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(usage) and hint in proc.stderr, proc.stderr
+
+
+def test_a_ctrl_c_that_cpython_wraps_is_still_an_interrupt(monkeypatch, capsys):
+    """A Ctrl-C while a class is being created (an import at start-up) reaches main() as "RuntimeError: Error
+    calling __set_name__" caused by the KeyboardInterrupt: one line, exit 130, no traceback."""
+    import dataclasses
+
+    import runner.cli.main as cli_main
+
+    class Interrupting:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    def create_a_class(argv):
+        @dataclasses.dataclass
+        class Spec:
+            field: object = dataclasses.field(default=Interrupting())
+        return 0
+
+    monkeypatch.setattr(cli_main, "main_inner", create_a_class)
+    assert main([]) == 130
+    assert capsys.readouterr().err == "runner: interrupted\n"

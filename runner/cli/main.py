@@ -62,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A Ctrl-C that lands in a weakref callback or a `__del__` (importlib runs such a callback at every import, so
     start-up is full of them) would be swallowed by CPython with a traceback and the run would go on: it is
-    delivered again (runner.interrupts)."""
+    delivered again (runner.interrupts). One that lands where CPython wraps it in another exception (class
+    creation turns it into "RuntimeError: Error calling __set_name__") is an interruption too."""
     try:
         with redelivered():
             return main_inner(argv)
@@ -76,6 +77,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`runner list | head`): stop quietly, as `cat` does
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
+    except Exception as exc:
+        if not caused_by_interrupt(exc):
+            raise  # a bug: its traceback is the report
+        print("runner: interrupted", file=sys.stderr, flush=True)
+        _forget_unhandled_interrupt()
+        return 130
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind `exc` (its cause or context, however deep)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _silence_stdout() -> None:
