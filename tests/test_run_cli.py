@@ -13,7 +13,7 @@ from pathlib import Path
 import helpers
 import pytest
 import yaml
-from helpers import REPO, RUNNER, kill_group, one_error_line, proc_stat, proc_stats, runner_cli
+from helpers import REPO, RUNNER, installed_runner, kill_group, one_error_line, proc_stat, proc_stats, runner_cli
 
 from runner.results import read_run_file, validate_outputs
 
@@ -218,6 +218,29 @@ def test_gym_benchmark_needs_only_yaml(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "gym_0" in proc.stdout and "gym_1" in proc.stdout
     validate_outputs(tmp_path / "out")
+
+
+@pytest.mark.parametrize("launcher", ["console script", "python -m"])
+def test_ctrl_c_in_the_first_milliseconds_is_one_line_or_silent(tmp_path, launcher):
+    """SIGINT at 16 points of the first 120 ms of `runner validate` (the interpreter starting, runner's own imports,
+    main()): exit 130 with one line; or, before any of runner's code runs, what CPython itself does with it (dies of
+    the signal without a word, or reports it while starting: importing site or runpy, or the launcher importing the
+    runner package; a window no program can close); never a traceback through runner's own code."""
+    command = installed_runner() if launcher == "console script" else list(RUNNER)
+    seen = []
+    for step in range(16):
+        proc = subprocess.Popen([*command, "validate", "specs/metaworld.yaml"], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(step * 0.008)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        # before runner's first line runs: CPython's own report (site, runpy, the launcher's import of the package)
+        interpreter = proc.returncode != 0 and "KeyboardInterrupt" in stderr and f'File "{REPO / "runner"}' not in stderr
+        ours = proc.returncode == 130 and stderr == "runner: interrupted\n"
+        silent = proc.returncode == -signal.SIGINT and stderr == ""
+        assert ours or silent or interpreter or (proc.returncode == 0 and stderr == ""), (step, proc.returncode, stderr)
+        seen.append("ours" if ours else "silent" if silent else "interpreter" if interpreter else "finished")
+    assert "ours" in seen, seen  # the window runner handles was hit
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 Only the standard library and runner's leaf modules are imported at the top: the commands (and with them YAML,
 jsonschema, Jinja, NumPy) are imported inside `main()`, so a Ctrl-C during start-up is handled like any other.
+Launched as a command, a Ctrl-C even before `main()` (while this module's own imports run) ends the process with one
+line and exit 130 (see runner/cli/__init__.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from runner import __version__
 from runner.errors import RunnerError
+from runner.cli import release_early
 from runner.interrupts import redelivered
 from runner.text import escape
 
@@ -65,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     delivered again (runner.interrupts). One that lands where CPython wraps it in another exception (class
     creation turns it into "RuntimeError: Error calling __set_name__") is an interruption too."""
     try:
+        release_early()
         with redelivered():
             return main_inner(argv)
     except RunnerError as exc:
