@@ -636,8 +636,16 @@ def test_hostile_setup_steps_reach_the_image_unchanged() -> None:
         assert argv == list(step.run), run
 
 
-NASTY = ["plain", "a b", "", "it's", '"', "$HOME", "${HOME}", "$(id)", "`id`", "a\\b", "\\", "x;y|z&&w", "*", "~",
+NASTY = ["plain", "a b", "", "it's", '"', "$HOME", "${HOME}", "$(id)", "`id`", "a\\b", "x;y|z&&w", "*", "~",
          "!", "-n", "#c", "tab\there", "ünï", "a\"b'c$d`e\\f", "'", "''", "<<EOF", "--x={\"a\": 1}"]
+
+
+@pytest.mark.parametrize("value", ["\\", "a\\", "::set-env name=X::1"], ids=repr)
+def test_what_a_workflow_must_not_carry_is_refused_by_the_quoting_too(value: str) -> None:
+    """bash would read these back (a lone backslash in single quotes is literal), but shellcheck and a GitHub runner
+    read them otherwise: validate refuses them (runner.spec.textrules), and so does the quoting layer."""
+    with pytest.raises(quoting.UnsafeValue):
+        quoting.check_workflow_text(value)
 
 
 @pytest.mark.parametrize("value", NASTY, ids=repr)
@@ -672,3 +680,14 @@ def test_render_errors_are_config_errors(tmp_path: Path) -> None:
     (tmp_path / "specs" / "pendulum.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError):
         render(load_specs(default_spec_paths(tmp_path)), tmp_path, TEMPLATES)
+
+
+def test_two_specs_of_one_name_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Their images and workflows would be the same files: one would silently replace the other."""
+    (tmp_path / "specs" / "sub").mkdir(parents=True)
+    for where in ("specs", "specs/sub"):
+        (tmp_path / where / "pendulum.yaml").write_text(PENDULUM_SPEC)
+    code, _, err = gen_ci(capsys, "--root", str(tmp_path), str(tmp_path / "specs/pendulum.yaml"),
+                          str(tmp_path / "specs/sub/pendulum.yaml"))
+    assert code == 2 and "two specs are named 'pendulum'" in err
+    assert not (tmp_path / "docker").exists() and not (tmp_path / ".github").exists()

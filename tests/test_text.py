@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.spec.textrules import expression_problem, hidden_char_problem
+from runner.spec.textrules import hidden_char_problem, workflow_text_problem
 from runner.text import cut, escape, has_hidden, visible
 
 
@@ -41,4 +41,14 @@ def test_spec_text_rules() -> None:
     assert hidden_char_problem("ok\ttab") is None
     assert "U+202E (RIGHT-TO-LEFT OVERRIDE)" in hidden_char_problem("a\u202eb")
     assert "U+001B" in hidden_char_problem("\x1b")
-    assert expression_problem("${{ github.token }}") and expression_problem("$ {{ x }}") is None
+    assert workflow_text_problem("${{ github.token }}") and workflow_text_problem("$ {{ x }}") is None
+
+
+@pytest.mark.parametrize("text, refused", [
+    ("::set-env name=X::1", "'::set-env'"), ("echo ::add-mask::secret", "'::add-mask'"), ("\n::error::x", "'::error'"),
+    ("ends\\", "ends with a backslash"), ("\\", "ends with a backslash"),
+    ("std::vector", None), ("image:tag", None), ("a\\b", None), ("C:\\dir\\file", None),
+])
+def test_what_may_reach_a_workflow(text, refused):
+    problem = workflow_text_problem(text)
+    assert (problem is None) if refused is None else (refused in problem)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from runner.spec.textrules import expression_problem, hidden_char_problem
+from runner.spec.textrules import workflow_text_problem, hidden_char_problem
 from runner.text import visible
 
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
@@ -28,8 +28,8 @@ class UnsafeValue(ValueError):
 
 def check_workflow_text(value: str) -> str:
     """`value` if it can sit anywhere in a workflow file: no hidden characters (runner.spec.textrules; a tab is
-    allowed), one line, no `${{`."""
-    problem = hidden_char_problem(value) or expression_problem(value)
+    allowed), one line, no `${{`, no workflow command, no trailing backslash."""
+    problem = hidden_char_problem(value) or workflow_text_problem(value)
     if problem:
         raise UnsafeValue(f"{visible(repr(value))} {problem}")
     return value

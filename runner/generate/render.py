@@ -147,6 +147,12 @@ def _extends_of(path: Path) -> str | None:
 
 def render(specs: Sequence[Spec], root: Path, template_dir: Path | None = None) -> dict[str, str]:
     """{relative path: text} for every generated file; specs with `ci.enabled: false` get nothing."""
+    names: dict[str, str] = {}
+    for spec in specs:  # each benchmark's files are named after it: two specs of one name would share them
+        other = names.setdefault(spec.name, str(spec.source or spec.name))
+        if other != str(spec.source or spec.name):
+            raise ConfigError(f"gen-ci: two specs are named {spec.name!r} ({other}, {spec.source}): the image and the "
+                              "workflow are named after the benchmark; rename one")
     env = environment(template_dir or templates_dir(root))
     files: dict[str, str] = {}
     for item in (s for s in locate(specs, root) if s.spec.ci.enabled):

@@ -11,7 +11,7 @@ from runner.adapters import env_family, policy_type
 from runner.spec import schema
 from runner.spec.problems import Problem, did_you_mean, dotted
 from runner.spec.project import extra_names
-from runner.spec.textrules import WORKFLOW_SECTIONS, expression_problem, hidden_char_problem
+from runner.spec.textrules import WORKFLOW_SECTIONS, workflow_text_problem, hidden_char_problem
 from runner.spec.yamlload import Document
 from runner.tasks import plan_size_problem, repeated_item
 
@@ -32,7 +32,7 @@ def _check_text(value: Any, path: tuple, doc: Document, problems: list[Problem])
     elif isinstance(value, str):
         reason = hidden_char_problem(value)
         if reason is None and path and path[0] in WORKFLOW_SECTIONS:
-            reason = expression_problem(value)
+            reason = workflow_text_problem(value)
         if reason:
             problems.append(Problem(doc.pos(path), dotted(path), reason))
 
