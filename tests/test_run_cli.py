@@ -287,3 +287,18 @@ def test_no_offscreen_gl_fails_fast_with_the_fix_before_anything_is_written(tmp_
     assert proc.returncode == 3, proc.stderr
     assert "MuJoCo cannot render offscreen here (MUJOCO_GL=glfw)" in proc.stderr and "MUJOCO_GL=egl" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_package_the_env_needs_is_missing_before_anything_is_written(tmp_path):
+    """A Box2D env where box2d is not installed: one message naming it and `runner install`, exit 3, no output
+    directory (not an error record per episode after its retries)."""
+    import importlib.util
+
+    if importlib.util.find_spec("Box2D") is not None:
+        pytest.skip("box2d is installed here")
+    spec = write_spec(tmp_path, env_type="gym", task="LunarLander-v3", policy={"type": "random"})
+    proc = runner("run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress")
+    assert proc.returncode == 3, proc.stderr
+    line = one_error_line(proc)
+    assert "needs box2d, not installed here: runner install" in line
+    assert not (tmp_path / "out").exists()

@@ -35,6 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.options:
         return list_options(args.specs, args.format)
+    if args.format != "text":
+        from runner.errors import ConfigError
+
+        raise ConfigError("--format applies to --options (the task listing is text)")
     from runner.envs import get_adapter
     from runner.spec import load_specs
 

@@ -64,14 +64,16 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{str(out)!r}: a spec's file is named after it: {args.name}.yaml")
     if out.exists() and not args.force:
         raise ConfigError(f"{out} exists; pass --force to overwrite it")
-    if not out.parent.is_dir():
+    if out.parent.exists() and not out.parent.is_dir():
         raise ConfigError(f"{str(out.parent)!r} is not a directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
     text = compose(args.name, args.env, args.task, args.policy, args.videos, out, tuple(args.pip), args.path,
                    tuple(args.code))
     from runner.atomic import write_text_atomic
 
     write_text_atomic(out, text)
-    say(f"wrote {out}; next: runner validate {out} && runner run {out}")
+    say(f"wrote {out}; next: runner doctor {out} (what this machine lacks for it; runner install {out} puts it in "
+        f"a venv of its own), then runner run {out}")
     return 0
 
 
@@ -133,7 +135,10 @@ def compose(name: str, env_type: str, task: str, policy: str | None, videos: int
         install["pip"] = list(dict.fromkeys([*install.get("pip", []), *pins]))  # type: ignore[list-item]
     if code:
         install["code"] = list(code)
-    schema = os.path.relpath(schema_path("benchmark.schema.json"), out.resolve().parent)
+    schema_file = schema_path("benchmark.schema.json")
+    # the editor's schema: relative inside a checkout of runner (as the shipped specs), else the installed copy
+    inside = out.resolve().is_relative_to(schema_file.parent.parent)
+    schema = os.path.relpath(schema_file, out.resolve().parent) if inside else str(schema_file)
     text = render(name, install, body, schema)
     load(text, complete=True)
     return text
@@ -148,7 +153,7 @@ def _flow(value: object) -> str:
 def render(name: str, install: dict, body: dict, schema: str) -> str:
     """The spec as YAML with a comment per section."""
     lines = [f"# yaml-language-server: $schema={schema}", "# Written by `runner new`; `runner validate` checks it,",
-             "# `runner show --origins` prints it with every default filled in.",
+             f"# `runner show {name}.yaml --origins` prints it with every default filled in.",
              f"name: {name}", f"description: {body['policy']['type']} policy on {body['env']['task']} "
              f"({body['env']['type']}), CPU only.", "",
              "# What the Docker image and `runner install` put in place: what this env and policy need. CPU only:",

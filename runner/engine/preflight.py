@@ -57,6 +57,25 @@ class Prepared:
         return None if self.renderer is None else "software" if is_software(self.renderer) else "hardware"
 
 
+def absent_distributions(spec: Spec) -> list[str]:
+    """What this run's env imports (and renders with, when it renders) that is not installed here."""
+    from importlib import metadata
+
+    from runner.distributions import alternatives
+    from runner.install.needs import distributions
+
+    def installed(name: str) -> bool:
+        for candidate in alternatives(name):  # pygame or pygame-ce: either provides the module
+            try:
+                metadata.version(candidate)
+                return True
+            except metadata.PackageNotFoundError:
+                continue
+        return False
+
+    return [name for name in distributions(spec)[0] if not installed(name)]
+
+
 def observation_keys(policy: Any) -> frozenset[str] | None:
     """The observation keys a policy reads (None: every key the env offers, or no policy)."""
     keys = None if policy is None else policy.observation_keys
@@ -108,6 +127,14 @@ class Preflight:
         adapter = get_adapter(self.spec.env.type)
         adapter.check()
         self.adapter = adapter
+        missing = absent_distributions(self.spec)
+        if missing:  # found now, before anything is written, not by every episode failing in its worker
+            from runner.errors import MissingDependencyError
+
+            source = self.spec.source or f"specs/{self.spec.name}.yaml"
+            raise MissingDependencyError(f"env.type {self.spec.env.type} ({self.spec.env.task}) needs "
+                                         f"{', '.join(missing)}, not installed here: runner install {source} "
+                                         "(or install what the spec's install section lists)")
         return f"{self.spec.env.type} imports"
 
     def check_policy(self) -> str:

@@ -148,6 +148,23 @@ def pin(requirement: Any) -> str:
     return f"{requirement.name}==V (V: a version {requirement.specifier or 'of your choice'})"
 
 
+def _same_module_here(name: str) -> str:
+    """"; pygame==2.6.1, installed here, provides the same module" when another distribution of `name`'s module is
+    installed (it meets the need as well; the two clash in one venv)."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    from runner.distributions import alternatives
+
+    for other in sorted(alternatives(name) - {canonicalize_name(name)}):
+        try:
+            return f"; {other}=={metadata.version(other)}, installed here, provides the same module"
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
 @functools.cache
 def family_needs(family: str) -> Needs:
     """What ids of one of Gymnasium's own families need: every requirement of its gymnasium extra that runner does
@@ -164,8 +181,10 @@ def family_needs(family: str) -> Needs:
     render = [r for r in wanted if canonicalize_name(r.name) in RENDERERS]
 
     def fix(requirements: list[Any], what: str) -> str:
-        return f"add install.pip: [{', '.join(map(pin, requirements))}] ({what} gymnasium[{extra}] installs)" \
-            if requirements else ""
+        if not requirements:
+            return ""
+        text = f"add install.pip: [{', '.join(map(pin, requirements))}] ({what} gymnasium[{extra}] installs"
+        return text + "".join(_same_module_here(r.name) for r in requirements) + ")"
 
     return Needs(tuple(r.name for r in always), fix(always, "what"),
                  renders_with_mujoco=None if extra == "mujoco" else False,
