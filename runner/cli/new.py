@@ -164,7 +164,10 @@ def render(name: str, install: dict, body: dict, schema: str) -> str:
     for key, value in install.items():
         lines.append(f"  {key}: {_flow(value)}")
     lines += ["", "# The benchmark: the family (`runner list` shows each one's tasks) and its task(s).",
-              f"env: {_flow(body['env'])}", "",
+              f"env: {_flow(body['env'])}",
+              *(["# Success: the env's info['is_success'] / info['success']; an env that reports neither (CartPole) "
+                 "needs a rule,", "# e.g. env: {..., success: {survive: true}} or {min_return: 195}."]
+                if body["env"]["type"] == "gym" else []), "",
               "# The policy: scripted | random | python (path: module:function) | lerobot (path: a hub id or a",
               "# directory) | remote (url: a policy server).",
               f"policy: {_flow(body['policy'])}", "",
