@@ -18,8 +18,8 @@ from runner.cli import release_early
 from runner.interrupts import redelivered
 from runner.text import escape
 
-COMMAND_MODULES = ("new", "validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report", "compare",
-                   "gen_ci", "prepare")
+COMMAND_MODULES = ("new", "validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report",
+                   "compare", "gen_ci", "prepare")
 
 DESCRIPTION = """\
 Declarative benchmark runner for robot-policy simulation benchmarks.

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     from runner.errors import ConfigError
 
-    if not re.match(NAME_PATTERN, args.name):
+    if not re.fullmatch(NAME_PATTERN, args.name):
         raise ConfigError(f"{args.name!r} is not a spec name: lower-case letters, digits and _, starting with a "
                           "letter, at most 40 characters")
     if args.videos < 0:
@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out} exists; pass --force to overwrite it")
     if out.parent.exists() and not out.parent.is_dir():
         raise ConfigError(f"{str(out.parent)!r} is not a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
     text = compose(args.name, args.env, args.task, args.policy, args.videos, out, tuple(args.pip), args.path,
                    tuple(args.code))
+    out.parent.mkdir(parents=True, exist_ok=True)  # only once the spec is known to be valid
     from runner.atomic import write_text_atomic
 
     write_text_atomic(out, text)
@@ -129,8 +129,8 @@ def compose(name: str, env_type: str, task: str, policy: str | None, videos: int
     if unpinned:
         what = ", ".join(f"{p.partition('==')[0]} ({p.partition('(V: ')[2].rstrip(')') or 'any version'})"
                          for p in unpinned)
-        raise ConfigError(f"the spec needs {what}, which is not installed here, so runner cannot pick its version: name "
-                          "it with --pip NAME==VERSION" + (" (or --videos 0: nothing renders)" if videos else ""))
+        raise ConfigError(f"the spec needs {what}, which is not installed here, so runner cannot pick its version: "
+                          "name it with --pip NAME==VERSION" + (" (or --videos 0: nothing renders)" if videos else ""))
     if pins:
         install["pip"] = list(dict.fromkeys([*install.get("pip", []), *pins]))  # type: ignore[list-item]
     if code:

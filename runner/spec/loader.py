@@ -101,8 +101,9 @@ def _read_with_extends(path: Path, chain: tuple[Path, ...]) -> Document:
         raise SpecError([Problem(doc.pos(("extends",)), "extends", f"extends cycle: {cycle}")])
     if not is_file:
         what = "is a directory" if is_dir else SPECIAL if exists else "does not exist"
+        named = cut(repr(str(parent_path)), 300)
         raise SpecError([Problem(doc.pos(("extends",)), "extends",
-                                 f"{cut(repr(str(parent_path)), 300)} {what}; extends names a spec file relative to this one")])
+                                 f"{named} {what}; extends names a spec file relative to this one")])
     parent = _read_with_extends(parent_path, seen)
     if not isinstance(parent.data, dict):
         raise SpecError(

@@ -112,7 +112,8 @@ def check_declared(obj: Any, where: str, methods: Sequence[str]) -> None:
     for name in methods:
         value = getattr(obj, name, None)
         if value is not None and not callable(value):
-            raise ConfigError(f"{where}: the policy's {name} must be a method, not {with_article(type(value).__name__)}")
+            kind = with_article(type(value).__name__)
+            raise ConfigError(f"{where}: the policy's {name} must be a method, not {kind}")
     declared_keys(obj, where)
 
 
