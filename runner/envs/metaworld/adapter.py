@@ -5,7 +5,8 @@ hard / very_hard / mt50, or a comma list; group = the item as written, task id =
 
 Per task (as LeRobot): `MT1(name, seed=42).train_tasks[0]` is set, the `corner2` camera is moved and
 its images turned upright (as every camera's: `upside_down`), then the goal is unfrozen and seeded, so
-`reset(seed=k)` (= `env.seed(k)` then `env.reset(seed=k)`) alone decides the episode. Success ends the episode; at most 500 steps.
+`reset(seed=k)` (= `env.seed(k)` then `env.reset(seed=k)`) alone decides the episode. Success ends the episode;
+at most 500 steps.
 
 Observation: `pixels` (480x480 `corner2` image; a dict of cameras when `camera_name_mapping` is set),
 `agent_pos` (the first 4 numbers of the raw state: hand xyz and gripper), `environment_state` (the raw
