@@ -669,3 +669,14 @@ def test_every_echoed_value_is_cut(tmp_path, case):
     with pytest.raises(SpecError) as caught:
         load_spec(tmp_path / "t.yaml", list(overrides))
     assert all(len(line) < 1000 for line in str(caught.value).splitlines()), max(map(len, str(caught.value).splitlines()))
+
+
+def test_two_success_rules_name_where_each_was_set(tmp_path):
+    """min_return in the file, info_key from --set: the message says they exclude each other and where each is."""
+    (tmp_path / "t.yaml").write_text("name: t\nenv: {type: gym, task: CartPole-v1, success: {min_return: 100}}\n"
+                                     "policy: {type: random}\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path / "t.yaml", ["env.success.info_key=is_success"])
+    text = str(caught.value)
+    assert "they exclude each other" in text and "info_key from --set env.success.info_key=is_success" in text
+    assert f"min_return from {tmp_path / 't.yaml'}:2" in text

@@ -119,6 +119,11 @@ def project_root(source: Path | None) -> Path | None:
     return folder.parent if folder.name == "specs" else folder
 
 
+def _origin(pos: Any) -> str:
+    """Where a value was written, for a message: file:line, or the --set that set it."""
+    return f"{pos.file}:{pos.line}" if pos.line else str(pos.file)
+
+
 def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], problems: list[Problem]) -> None:
     """The env section against its family's descriptor (runner.adapters): task items, task ids, cameras, kwargs,
     and the family's own check (e.g. Gym ids)."""
@@ -154,8 +159,9 @@ def _check_env(env: dict[str, Any], doc: Document, add: Callable[..., None], pro
     if rules and not family.success_rules:
         add(("env", "success"), f"{family.title or env_type} envs report success themselves; env.success is for "
                                 "envs that do not (env type gym)", at_key=True)
-    elif len(rules) > 1:
-        add(("env", "success"), f"set one rule, not {' and '.join(rules)}")
+    elif len(rules) > 1:  # the rules exclude each other; say where each was set (a --set and the file, a partial)
+        where = "; ".join(f"{rule} from {_origin(doc.pos(('env', 'success', rule)))}" for rule in rules)
+        add(("env", "success"), f"set one rule, not {' and '.join(rules)}: they exclude each other ({where})")
     found = schema.check_fragment(env["kwargs"], family.kwargs_schema, doc, ("env", "kwargs"))
     problems.extend(found)
     if family.check is not None and not found:
