@@ -51,11 +51,24 @@ def test_summary_table_content():
     assert row["easy_1"].split() == ["easy_1", "reach-v3", "5/10", "50.0", "[23.7,", "76.3]", "14.50", "0"]
     assert row["hard_0"].split() == ["hard_0", "basketball-v3", "1/1", "100.0", "[20.7,", "100.0]", "11.00", "1"]
     assert row["groupeasy"].split()[2:5] == ["15/20", "75.0", "[53.1,"]
+    assert "grouphard" not in row  # a group of one task: its row would repeat the task's
     assert row["overall"].split()[1:5] == ["16/21", "76.2", "[54.9,", "89.4]"]
     assert row["overall"].split()[-1] == "1"
     assert "21 episodes in 2m05s" in table
     assert "1 episode(s) could not be run (not counted as failures):" in table
     assert "  hard_0 episode 0 (seed 1000): RuntimeError: simulator segfault" in table
+
+
+def test_a_comma_list_of_single_tasks_has_no_group_rows():
+    """env.task: push-v3,reach-v3 makes each task its own group (LeRobot's layout, kept in eval_info.json); the
+    table shows the tasks and the overall row, not a group row repeating each task."""
+    tasks = [TaskRef("push-v3", 0, "push-v3", ""), TaskRef("reach-v3", 0, "reach-v3", "")]
+    records = [rec(tasks[0], k, True) for k in range(2)] + [rec(tasks[1], k, False) for k in range(2)]
+    info = build_eval_info(records, tasks, 1.0)
+    assert set(info["per_group"]) == {"push-v3", "reach-v3"}
+    lines = summary_table(info).splitlines()
+    assert not any(line.startswith("group") for line in lines)
+    assert any(line.startswith("push-v3_0") for line in lines) and any(line.startswith("overall") for line in lines)
 
 
 def test_summary_table_with_no_ok_episode():

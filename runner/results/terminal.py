@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import sys
 import time
 from collections.abc import Callable
@@ -29,9 +31,12 @@ MAX_ERRORS_SHOWN = 20
 
 
 def summary_table(eval_info: dict[str, Any]) -> str:
-    """A plain-text table: one row per task, then one per group, then the overall row."""
+    """A plain-text table: one row per task, then one per group of several tasks (a comma list of single tasks makes
+    each its own group, as in LeRobot's eval_info: those rows would repeat the task rows), then the overall row."""
     tasks = [_row(f"{t['task_group']}_{t['task_id']}", t["task"], t["aggregated"]) for t in eval_info["per_task"]]
-    groups = [_row(f"group {g}", "", s) for g, s in eval_info["per_group"].items()]
+    sizes = Counter(t["task_group"] for t in eval_info["per_task"])
+    groups = [_row(f"group {g}", "", s) for g, s in eval_info["per_group"].items()
+              if sizes[g] > 1 and len(eval_info["per_group"]) > 1]
     overall = [_row("overall", "", eval_info["overall"])]
     sections = [tasks, groups, overall]
     rows = [HEADER] + [r for s in sections for r in s]
