@@ -18,6 +18,17 @@ def alternatives(name: str) -> frozenset[str]:
     return frozenset().union({canonical}, *(group for group in SAME_PACKAGE if canonical in group))
 
 
+def installed(name: str) -> bool:
+    """Whether `name`, or a distribution of the same package (pygame for pygame-ce), is installed here."""
+    for candidate in sorted(alternatives(name)):
+        try:
+            metadata.version(candidate)
+            return True
+        except metadata.PackageNotFoundError:
+            continue
+    return False
+
+
 def requirements(name: str) -> list[str]:
     """The canonical names an installed distribution requires directly (markers evaluated here, extras left out);
     [] when it is not installed."""
@@ -50,4 +61,4 @@ def depends_on(name: str, target: str) -> bool:
     return False
 
 
-__all__ = ["SAME_PACKAGE", "alternatives", "depends_on", "requirements"]
+__all__ = ["SAME_PACKAGE", "alternatives", "depends_on", "installed", "requirements"]

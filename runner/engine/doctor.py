@@ -109,7 +109,7 @@ def _lacking(names: tuple[str, ...], absent: list[str]) -> list[str]:
 def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]) -> Iterator[Check]:
     """What this run imports (`used`: distribution names) is installed, at the plan's versions (a failure); the plan's
     other requirements are a note. `absent` gets the canonical names of those not installed."""
-    from runner.distributions import alternatives
+    from runner.distributions import alternatives, installed
 
     wanted = set().union(*(alternatives(n) for n in used)) if used else set()
     missing, other, spare = [], [], []
@@ -137,7 +137,7 @@ def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]
             text = f"{name} {version} (the spec wants {requirement.specifier})"
             (other if needed else spare).append(text)
     for name in sorted(used, key=canonicalize_name):  # what the run imports but the install section does not list
-        if not alternatives(name) & judged and not any(_installed(n) for n in alternatives(name)):
+        if not alternatives(name) & judged and not installed(name):
             missing.append(name)
             absent.append(canonicalize_name(name))
     if missing:
@@ -150,14 +150,6 @@ def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]
     if spare:
         yield Check("packages", NOTE, f"the install section also lists {', '.join(spare)}: not installed here (or "
                     "other versions), not needed by this run (the image has them)")
-
-
-def _installed(name: str) -> bool:
-    try:
-        metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def _extra(name: str) -> tuple[str, ...]:

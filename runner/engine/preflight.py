@@ -59,19 +59,8 @@ class Prepared:
 
 def absent_distributions(spec: Spec) -> list[str]:
     """What this run's env imports (and renders with, when it renders) that is not installed here."""
-    from importlib import metadata
-
-    from runner.distributions import alternatives
+    from runner.distributions import installed
     from runner.install.needs import distributions
-
-    def installed(name: str) -> bool:
-        for candidate in alternatives(name):  # pygame or pygame-ce: either provides the module
-            try:
-                metadata.version(candidate)
-                return True
-            except metadata.PackageNotFoundError:
-                continue
-        return False
 
     return [name for name in distributions(spec)[0] if not installed(name)]
 
