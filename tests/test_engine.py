@@ -262,6 +262,7 @@ def test_outputs_follow_the_documented_layout(tmp_path):
     assert result.metrics["task_descriptions"] == {"reach-v3_0": "Reach a goal position",
                                                    "metaworld-button-press-v3_0": "Press a button"}
     assert not list(result.out_dir.rglob(".*partial*"))
+    assert result.videos == 2 and 0 < result.video_s < result.episodes_s
 
 
 def test_refuses_an_output_dir_with_results(tmp_path):

@@ -326,3 +326,57 @@ def test_init_state_k_whatever_the_batch_size(tmp_path: Path) -> None:
         state = np.asarray(firsts[1][k]["environment_state"])
         nearest = int(np.argmin(np.abs(init_states[:, 1:] - state[1:]).sum(axis=1)))  # [0] is sim time
         assert nearest == k
+
+
+@needs_assets
+@pytest.mark.slow
+def test_every_camera_is_upright_on_real_frames(tmp_path: Path) -> None:
+    """Both of LeRobot's cameras on a real reset, checked against MuJoCo's own view of the camera (mujoco.Renderer,
+    rows top-down): the frame is that view mirrored left to right (robosuite's images come bottom-up and LeRobot,
+    like LIBERO's datasets and the policies trained on them, turns them 180 degrees), with the world's up pointing
+    up (a point 10 cm above the gripper projects higher than the gripper), unless the camera looks straight down."""
+    import mujoco
+
+    from runner.envs import PIXELS
+
+    spec = spec_env("env.task=libero_spatial", "env.task_ids=[0]", f"env.kwargs.assets_dir={ASSETS}",
+                    "env.kwargs.observation_width=128", "env.kwargs.observation_height=128")
+    adapter = LiberoAdapter()
+    (task,) = adapter.tasks(spec)
+    env = adapter.make(task, spec, obs_keys=frozenset({PIXELS}), video=False)
+
+    def similarity(a, b):
+        a, b = a - a.mean(), b - b.mean()
+        return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+
+    try:
+        obs, _ = env.reset(seed=1000, options={"episode_index": 0})
+        sim = env._env.env.sim
+        model, data = sim.model._model, sim.data._data
+        hand = np.asarray(env._raw["robot0_eef_pos"], float)
+        checked = {}
+        for camera, name in env._names.items():
+            frame = obs[PIXELS][name].astype(float)
+            cam = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera.removesuffix("_image"))
+            assert cam >= 0, camera
+            with mujoco.Renderer(model, 128, 128) as renderer:
+                renderer.update_scene(data, camera=cam)
+                view = renderer.render().astype(float)
+            ways = {"as rendered": view, "mirrored": view[:, ::-1], "upside down": view[::-1],
+                    "turned 180": view[::-1, ::-1]}
+            scores = {way: similarity(frame, image) for way, image in ways.items()}
+            best = max(scores, key=scores.get)
+
+            def row(point, cam=cam):  # the image row of a world point in MuJoCo's own view (0: top)
+                rot = data.cam_xmat[cam].reshape(3, 3)
+                local = rot.T @ (np.asarray(point) - data.cam_xpos[cam])  # x right, y up, looking along -z
+                focal = 64 / np.tan(np.radians(model.cam_fovy[cam]) / 2)
+                return 64 - focal * local[1] / -local[2]
+
+            up_in_view = row(hand + [0, 0, 0.1]) - row(hand)  # < 0: higher in the world is higher in MuJoCo's view
+            checked[camera] = (best, round(scores[best], 2), round(float(up_in_view), 1))
+            assert best == "mirrored" and scores[best] > 0.8, (camera, scores)  # rows kept as MuJoCo's view has them
+            assert up_in_view < 0 or abs(up_in_view) < 1, checked  # so up is up
+        assert set(checked) == {"agentview_image", "robot0_eye_in_hand_image"}, checked
+    finally:
+        env.close()

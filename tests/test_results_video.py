@@ -75,3 +75,46 @@ def test_no_frames_no_file(tmp_path):
     with VideoWriter(tmp_path / "v.mp4", 10) as writer:
         pass
     assert writer.n_frames == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_frames_are_copied_when_added_and_encoded_while_the_caller_goes_on(tmp_path):
+    """add() hands a copy to the feeder thread: a caller that reuses its buffer does not change earlier frames."""
+    path = tmp_path / "v.mp4"
+    buffer = np.zeros((32, 32, 3), np.uint8)
+    with VideoWriter(path, 10) as writer:
+        for value in (0, 250):
+            buffer[...] = value
+            writer.add(buffer)
+        buffer[...] = 120  # after the last add: must not reach the file
+    _, data = read_video(path)
+    assert [int(round(f.mean())) for f in data] == pytest.approx([0, 250], abs=6)
+
+
+def test_an_encoder_that_dies_fails_the_video_and_leaves_no_file(tmp_path):
+    """ffmpeg killed mid-video: the feeder's broken pipe reaches the caller (add or close), nothing is left."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    path = tmp_path / "v.mp4"
+    writer = VideoWriter(path, 10)
+    writer.add(frames(1, 64, 64)[0])
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        if rest.split()[1] == str(os.getpid()) and "ffmpeg" in name:
+            children.append(int(stat.parent.name))
+    assert children, "no ffmpeg child found"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises((BrokenPipeError, OSError, RuntimeError)):
+        for f in frames(200, 64, 64):
+            writer.add(f)
+            time.sleep(0.001)
+        writer.close()
+    writer.abort()
+    assert not path.exists() and list(tmp_path.iterdir()) == []

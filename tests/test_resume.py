@@ -7,6 +7,7 @@ aside), the same eval_info.json and metrics.json.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -119,6 +120,50 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_run(tmp_pat
         report.append(f"trial {trial}: killed at {kills} of {2 * N_EPISODES} ledger lines (run.json written: "
                       f"{had_run_file}), resumed to {2 * N_EPISODES}")
     print("\n".join(report))
+
+
+@pytest.mark.slow
+def test_signals_at_random_points_of_shutdown_never_lose_or_misreport_a_run(tmp_path, reference):
+    """SIGINT or SIGTERM to the whole process group at random points after the last episode is recorded: while the
+    run closes its workers and writes eval_info.json, metrics.json, run.json and report.html. Whatever the point:
+    no traceback, at most one line; exit 0 (all written), 130 / 143 (a resume command printed), or killed by the
+    signal without a word during the interpreter's exit (all written); and the printed command (or the same one)
+    then leaves exactly the uninterrupted run's outputs."""
+    spec, expected, expected_outputs = reference
+    rng = random.Random(20261203)
+    seen = []
+    for trial in range(8):
+        out = tmp_path / f"trial{trial}"
+        signum = rng.choice([signal.SIGINT, signal.SIGTERM])
+        proc = start(command(spec, out))
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while lines(out / "episodes.jsonl") < 2 * N_EPISODES:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, 0.5))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            kill_group(proc)
+        assert "Traceback" not in stderr and stderr.count("runner: ") <= 1, stderr
+        state = read_run_file(out).state
+        if proc.returncode in (130, 143):
+            assert proc.returncode == 128 + signum and "interrupted" in stderr, stderr
+            again = finish(printed_command(stderr))
+            seen.append(f"{signal.Signals(signum).name}: interrupted in state {state}")
+        else:
+            assert proc.returncode in (0, -signum) and not stderr, (proc.returncode, stderr)
+            assert state == "complete" and (out / "report.html").is_file()
+            again = finish(command(spec, out))  # nothing left: says so
+            assert "nothing left to run" in again.stdout, again.stdout
+            seen.append(f"{signal.Signals(signum).name}: {'finished' if proc.returncode == 0 else 'killed at exit'}")
+        assert again.returncode == 0, again.stderr
+        assert episodes(out) == expected and outputs_of(out) == expected_outputs, f"trial {trial}"
+        assert read_run_file(out).state == "complete" and (out / "report.html").is_file()
+        validate_outputs(out)
+    print("\n".join(seen))
 
 
 def printed_command(stderr: str) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -46,6 +48,45 @@ def test_run_prints_per_task_success_and_writes_outputs(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["policy"] == "scripted" and metrics["n_episodes"] == 4
     assert not (out / ".runner.lock").exists()  # a finished run leaves only its results
+
+
+@pytest.mark.slow
+def test_a_run_says_what_its_videos_took_and_its_hint_turns_them_off(tmp_path):
+    args = ["run", str(REPO / "specs" / "metaworld.yaml"), "--set", "policy.type=scripted", "--set",
+            "env.task=reach-v3,button-press-v3", "--set", "eval.n_episodes=2", "--batch-size", "2", "--no-progress"]
+    proc = runner(*args, "--output-dir", str(tmp_path / "with"))
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("videos:")]
+    match = re.fullmatch(r"videos: 2 recorded; rendering and encoding them took ([\d.]+) s of the episodes' ([\d.]+) s "
+                         r"\((\d+) %\); (--set eval.videos=0) turns them off", line)
+    assert match and 0 < float(match[1]) < float(match[2]), line
+    assert len(list((tmp_path / "with").rglob("*.mp4"))) == 2
+    proc = runner(*args, *match[4].split(), "--output-dir", str(tmp_path / "without"))  # the hint, followed
+    assert proc.returncode == 0 and "videos:" not in proc.stdout, proc.stdout
+    assert not list((tmp_path / "without").rglob("*.mp4"))
+    episodes = [(tmp_path / d / "episodes.jsonl").read_text().splitlines() for d in ("with", "without")]
+    strip = [sorted(({k: v for k, v in json.loads(row).items() if k not in ("wall_s", "video_path")} for row in rows),
+                    key=lambda r: (r["task"], r["episode_index"])) for rows in episodes]
+    assert strip[0] == strip[1]  # videos change nothing else
+
+
+def test_a_policy_package_not_installed_gets_the_specs_install_as_its_hint(tmp_path):
+    """A copy of a shipped hub spec in a venv without LeRobot: the same hint as a missing simulator (`runner install`
+    of that spec), before anything is written."""
+    from runner.distributions import installed
+
+    if installed("lerobot"):  # (the distribution: tests/lerobot/ is importable as a namespace package)
+        pytest.skip("LeRobot is installed here")
+    spec = tmp_path / "specs" / "mw_subset.yaml"
+    spec.parent.mkdir()
+    shutil.copy(REPO / "specs" / "_base.yaml", spec.parent)
+    shutil.copy(REPO / "specs" / "_gpu_hub.yaml", spec.parent)
+    spec.write_text((REPO / "specs" / "metaworld.yaml").read_text().replace("name: metaworld", "name: mw_subset"))
+    proc = runner("run", "specs/mw_subset.yaml", "--output-dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 3 and proc.stderr == (
+        "runner: error: policy.type lerobot needs lerobot, not installed here: runner install specs/mw_subset.yaml "
+        "(or install what the spec's install section lists)\n"), proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 # ── Ctrl-C / SIGTERM ─────────────────────────────────────────────────────────────────────────────────
@@ -294,9 +335,9 @@ def test_no_offscreen_gl_fails_fast_with_the_fix_before_anything_is_written(tmp_
 def test_a_package_the_env_needs_is_missing_before_anything_is_written(tmp_path):
     """A Box2D env where box2d is not installed: one message naming it and `runner install`, exit 3, no output
     directory (not an error record per episode after its retries)."""
-    import importlib.util
+    from runner.distributions import installed
 
-    if importlib.util.find_spec("Box2D") is not None:
+    if installed("box2d"):
         pytest.skip("box2d is installed here")
     spec = write_spec(tmp_path, env_type="gym", task="LunarLander-v3", policy={"type": "random"})
     proc = runner("run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress")

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from runner import __version__
-from runner.errors import RunnerError
+from runner.errors import Interrupted, RunnerError
 from runner.cli import release_early
 from runner.interrupts import redelivered
 from runner.text import escape
@@ -73,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return main_inner(argv)
     except RunnerError as exc:
         print(error_text(exc), file=sys.stderr, flush=True)
+        if isinstance(exc, Interrupted):  # a KeyboardInterrupt may be behind it (engine.signals.interrupts_raised)
+            _forget_unhandled_interrupt()
         return exc.exit_code
     except KeyboardInterrupt:
         print("runner: interrupted", file=sys.stderr, flush=True)

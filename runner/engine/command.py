@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from runner.engine.distributed import Group, detect, run_launched
-from runner.engine.evaluation import EvalResult, RunOptions, evaluate
-from runner.errors import ConfigError, EvaluationError
+from runner.engine.evaluation import EvalResult, RunOptions, evaluate, resume_hint
+from runner.engine.signals import interrupts_raised
+from runner.errors import ConfigError, EvaluationError, Interrupted, with_hint
 from runner.report import write_run_report
-from runner.results import summary_table
+from runner.results import read_run_file, summary_table
 from runner.results.locations import default_run_dir, newest_run
 from runner.results.runfile import spec_hash
 from runner.spec import Spec
@@ -52,12 +53,26 @@ def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_
         return
     where = "" if options.shard is None else f" (shard {options.shard})"
     say(f"{spec.name}: env {spec.env.type} task {spec.env.task}, policy {spec.policy.type}{where}")
-    options = dataclasses.replace(options, opened=lambda path: say(f"results go to {path}"))
-    result = evaluate(spec, out_dir, options)
-    for line in summary(result):
-        say(line)
-    if result.shard is None:
-        write_run_report(Path(result.out_dir), say)
+    opened: list[Path] = []
+
+    def open_dir(path: Path) -> None:
+        opened.append(path)
+        say(f"results go to {path}")
+
+    options = dataclasses.replace(options, opened=open_dir)
+    try:
+        with interrupts_raised():
+            result = evaluate(spec, out_dir, options)
+            for line in summary(result):
+                say(line)
+            if result.shard is None:
+                write_run_report(Path(result.out_dir), say)
+    except Interrupted as exc:
+        if not opened or "resume with: " in str(exc):
+            raise  # nothing written yet, or a session's stop, which says how to go on
+        # between the episodes and the last output (eval_info.json ... report.html): the same command writes them
+        raise with_hint(exc, f"not every output was written; {resume_hint(read_run_file(opened[0]), opened[0])}"
+                        ) from None
     check_errors(result.errors, len(result.records), allow_errors, result.run_file.rerun_command(result.out_dir))
 
 
@@ -82,9 +97,18 @@ def summary(result: EvalResult) -> list[str]:
     if result.render_threads:
         lines.append(f"software rendering: each worker renders with {result.render_threads} thread(s) "
                      "(LP_NUM_THREADS)")
+    if result.videos:
+        lines.append(video_line(result.videos, result.video_s, result.episodes_s))
     if result.shard is not None:
         lines.append(f"when all {result.shard.count} shards are done: runner merge SHARD_DIR... --output-dir OUT")
     return lines
+
+
+def video_line(videos: int, video_s: float, episodes_s: float) -> str:
+    """How much of the episodes' time recording videos took, and how to turn them off."""
+    share = f" ({100 * video_s / episodes_s:.0f} %)" if episodes_s > 0 else ""
+    return (f"videos: {videos} recorded; rendering and encoding them took {video_s:.1f} s of the episodes' "
+            f"{episodes_s:.1f} s{share}; --set eval.videos=0 turns them off")
 
 
 def check_errors(errors: Sequence[Any], total: int, allow_errors: bool, retry: str) -> None:

@@ -115,6 +115,9 @@ class EvalResult:
     batch_reason: str | None = None  # why the auto batch size is what it is (None: the size was given)
     rendering: str | None = None  # None (nothing rendered), "software" or "hardware"
     render_threads: str | None = None  # LP_NUM_THREADS of each worker (software rendering in workers)
+    videos: int = 0  # videos recorded in this session
+    video_s: float = 0.0  # of the episodes' time in this session, what recording the videos took
+    episodes_s: float = 0.0  # the episodes' time in this session (their wall_s summed)
 
     @property
     def errors(self) -> list[EpisodeRecord]:
@@ -184,7 +187,9 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
                       per_env is not None, run.trace, run.cpu_s, run.worker_cpu_s, resumed=len(jobs) - len(todo),
                       ran=len(session.records), workers_replaced=run.workers_replaced, shard=options.shard,
                       run_file=session.run, batch_reason=choice.reason if choice else None,
-                      rendering=prepared.rendering, render_threads=threads)
+                      rendering=prepared.rendering, render_threads=threads, videos=run.videos, video_s=run.video_s,
+                      episodes_s=run.episodes_s)
+
 
 
 def resume_hint(run: RunFile, out_dir: Path) -> str:
@@ -199,6 +204,9 @@ class _Run:
     cpu_s: float | None
     worker_cpu_s: list[float]
     workers_replaced: int = 0
+    videos: int = 0
+    video_s: float = 0.0
+    episodes_s: float = 0.0
 
 
 def _run(jobs: list[EpisodeJob], total: int, done: int, config: WorkerConfig, batch_size: int, processes: bool,
@@ -213,6 +221,13 @@ def _run(jobs: list[EpisodeJob], total: int, done: int, config: WorkerConfig, ba
         progress = Progress(total, initial=done, prefix=options.progress_prefix) if options.progress else None
         warn = options.warn or (progress.message if progress is not None else _stderr)
         finished = 0
+        videos = [0, 0.0, 0.0]  # videos, their time, all episodes' time
+
+        def finished_episode(job: EpisodeJob, result: EpisodeResult) -> None:
+            videos[0] += result.video_path is not None
+            videos[1] += result.video_s
+            videos[2] += result.wall_s
+            add(to_record(job, result))
 
         def add(record: EpisodeRecord) -> None:
             nonlocal finished
@@ -231,7 +246,7 @@ def _run(jobs: list[EpisodeJob], total: int, done: int, config: WorkerConfig, ba
             slots = open_slots(batch_size, config, processes=processes, method=options.start_method,
                                should_stop=stop.abandon, preload=preload)
             timeout = options.episode_timeout_s
-            scheduler = Scheduler(slots, jobs, on_done=lambda job, result: add(to_record(job, result)),
+            scheduler = Scheduler(slots, jobs, on_done=finished_episode,
                                   on_error=on_error, policy=policy, policy_name=policy_name, stop=stop,
                                   episode_timeout_s=(lambda job: default_episode_timeout(job.max_steps))
                                   if timeout is None else (timeout or None),
@@ -260,7 +275,7 @@ def _run(jobs: list[EpisodeJob], total: int, done: int, config: WorkerConfig, ba
     replaced = scheduler.n_replaced if scheduler else 0
     cpu_s = None if None in worker_cpu or replaced else time.process_time() - cpu_start + sum(worker_cpu)
     return _Run(time.perf_counter() - start, scheduler.trace if scheduler else [], cpu_s,
-                [c for c in worker_cpu if c is not None], replaced)
+                [c for c in worker_cpu if c is not None], replaced, *videos)
 
 
 def _stderr(text: str) -> None:

@@ -57,12 +57,21 @@ class Prepared:
         return None if self.renderer is None else "software" if is_software(self.renderer) else "hardware"
 
 
-def absent_distributions(spec: Spec) -> list[str]:
-    """What this run's env imports (and renders with, when it renders) that is not installed here."""
+def absent_distributions(spec: Spec, *, policy: bool = False) -> list[str]:
+    """What this run's env imports (and renders with, when it renders), or with `policy` what its policy imports,
+    that is not installed here."""
     from runner.distributions import installed
     from runner.install.needs import distributions
 
-    return [name for name in distributions(spec)[0] if not installed(name)]
+    return [name for name in distributions(spec)[policy] if not installed(name)]
+
+
+def _not_installed(spec: Spec, what: str, missing: list[str]) -> Exception:
+    from runner.errors import MissingDependencyError
+
+    source = spec.source or f"specs/{spec.name}.yaml"
+    return MissingDependencyError(f"{what} needs {', '.join(missing)}, not installed here: runner install {source} "
+                                  "(or install what the spec's install section lists)")
 
 
 def observation_keys(policy: Any) -> frozenset[str] | None:
@@ -118,15 +127,13 @@ class Preflight:
         self.adapter = adapter
         missing = absent_distributions(self.spec)
         if missing:  # found now, before anything is written, not by every episode failing in its worker
-            from runner.errors import MissingDependencyError
-
-            source = self.spec.source or f"specs/{self.spec.name}.yaml"
-            raise MissingDependencyError(f"env.type {self.spec.env.type} ({self.spec.env.task}) needs "
-                                         f"{', '.join(missing)}, not installed here: runner install {source} "
-                                         "(or install what the spec's install section lists)")
+            raise _not_installed(self.spec, f"env.type {self.spec.env.type} ({self.spec.env.task})", missing)
         return f"{self.spec.env.type} imports"
 
     def check_policy(self) -> str:
+        missing = absent_distributions(self.spec, policy=True)
+        if missing:  # the same hint as the env's: the spec's own install, not a package name to guess
+            raise _not_installed(self.spec, f"policy.type {self.spec.policy.type}", missing)
         self.served = preflight_policy(self.spec.policy)
         return self.describe_policy()
 

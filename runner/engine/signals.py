@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from runner.errors import Interrupted
 from runner.interrupts import redelivered
 
 STOP_GRACE_S = 10.0
@@ -87,4 +88,30 @@ def stop_on_signals(grace_s: float = STOP_GRACE_S, *, inline: bool = False) -> I
             signal.signal(sig, old)
 
 
-__all__ = ["STOP_GRACE_S", "StopControl", "stop_on_signals"]
+@contextmanager
+def interrupts_raised() -> Iterator[None]:
+    """Outside a session's own handling (loading the policy, writing the outputs and the report): SIGTERM stops the
+    block as Ctrl-C does (as a KeyboardInterrupt, which finalizers deliver again: runner.interrupts), and what
+    escapes it is Interrupted with the signal's exit code, not a silent death by SIGTERM with outputs half written.
+    A signal the process ignores (a background job's SIGINT) stays ignored."""
+    seen = [signal.SIGINT]
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        seen[0] = signum
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted ({signal.Signals(seen[0]).name})", seen[0]) from None
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+__all__ = ["STOP_GRACE_S", "StopControl", "interrupts_raised", "stop_on_signals"]

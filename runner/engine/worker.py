@@ -86,6 +86,7 @@ class EpisodeResult:
     wall_s: float  # from reset to done, in the worker
     video_path: str | None
     success_reported: bool = True  # whether the env said, at some step, whether the task succeeded
+    video_s: float = 0.0  # of wall_s: rendering the video's frames, handing them to the encoder, finishing the file
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class EpisodeRunner:
         self._steps = 0
         self._t0 = 0.0
         self._video: Any = None
+        self._video_s = 0.0
 
     def handle(self, command: str, payload: Any) -> tuple[str, Any]:
         """One message in, one reply out; exceptions become ("error", ErrorInfo)."""
@@ -195,13 +197,14 @@ class EpisodeRunner:
         self._t0 = time.perf_counter()
         observation, info = self.env.reset(seed=job.seed, options={"episode_index": job.index})
         self._rewards, self._steps, self._success, self._reported = [], 0, False, False
+        self._video_s = 0.0
         if job.video_path is not None:
             from runner.results.video import VideoWriter
 
             path = Path(self.config.out_dir) / job.video_path
             path.parent.mkdir(parents=True, exist_ok=True)
             self._video = VideoWriter(path, self.env.control_fps)
-            self._video.add(self.env.render())
+            self._record_frame()
         if self.policy is None:
             return (STARTED, (observation, self.env.action_space))
         return self._run_locally(job, observation)
@@ -216,7 +219,7 @@ class EpisodeRunner:
             self._reported = True
             self._success = self._success or bool(info["is_success"])
         if self._video is not None:
-            self._video.add(self.env.render())
+            self._record_frame()
         if terminated or truncated or self._steps >= self.job.max_steps:
             return (DONE, self._finish())
         return (OBS, observation)
@@ -280,11 +283,18 @@ class EpisodeRunner:
         with contextlib.suppress(Exception):
             self.policy.episode_end(success)
 
+    def _record_frame(self) -> None:
+        t0 = time.perf_counter()
+        self._video.add(self.env.render())
+        self._video_s += time.perf_counter() - t0
+
     def _finish(self) -> EpisodeResult:
         assert self.job is not None
         video_path = None
         if self._video is not None:
+            t0 = time.perf_counter()
             self._video.close()
+            self._video_s += time.perf_counter() - t0
             self._video = None
             video_path = self.job.video_path
         rewards = self._rewards
@@ -296,6 +306,7 @@ class EpisodeRunner:
             wall_s=time.perf_counter() - self._t0,
             video_path=video_path,
             success_reported=self._reported,
+            video_s=self._video_s,
         )
         self.job = None
         return result

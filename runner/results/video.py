@@ -1,5 +1,8 @@
 """Streaming mp4 writer: frames go to ffmpeg (libx264, yuv420p) as they come, never buffered per episode.
 
+`add()` hands a copy of the frame to a feeder thread, which writes it to ffmpeg's stdin: the episode goes on while
+ffmpeg takes the frame in and encodes it (a pipe write of a 480x480 frame otherwise blocks ~3 ms until ffmpeg has
+read it); at most QUEUED frames wait, so memory stays bounded when encoding falls behind.
 The file is written under a temporary name and renamed on `close()`, so an mp4 at the final path is
 always complete; `abort()` (or leaving the `with` block by an exception) discards it.
 """
@@ -8,11 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import threading
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
+
+QUEUED = 8  # frames waiting for the encoder (8 x 0.7 MB at 480x480)
+_END = None
 
 
 class VideoWriter:
@@ -29,14 +37,19 @@ class VideoWriter:
         self._gen: Any = None
         self._tmp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
         self._closed = False
+        self._queue: queue.Queue[np.ndarray | None] = queue.Queue(QUEUED)
+        self._feeder: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     def _start(self, shape: tuple[int, ...]) -> None:
         import imageio_ffmpeg  # lazily: only runs that record videos need ffmpeg
 
         h, w = shape[:2]
         # x264's veryfast preset: a 480x480 frame costs 2.6 ms of CPU instead of the default's 5.7 (measured here),
-        # and the encoder shares the CPU with rendering; at the same quality its files are no larger.
-        output_params = ["-f", "mp4", "-preset", "veryfast"]
+        # and the encoder shares the CPU with rendering; at the same quality its files are no larger. One encoder
+        # thread: the worker's rendering already keeps its CPU busy (5.2 instead of 5.6 ms a frame, all in, in
+        # benchmarks/videos.py's frames), and the feeder's queue hides the encoder's latency.
+        output_params = ["-f", "mp4", "-preset", "veryfast", "-threads", "1"]
         if h % 2 or w % 2:  # yuv420p needs even sizes: pad one edge row/column, don't resample
             output_params += ["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,6 +67,17 @@ class VideoWriter:
         )
         self._gen.send(None)  # start ffmpeg
         self._shape = shape
+        self._feeder = threading.Thread(target=self._feed, name=f"video {self.path.name}", daemon=True)
+        self._feeder.start()
+
+    def _feed(self) -> None:
+        """The feeder thread: frames to ffmpeg until the end marker; a failure is kept for add() / close()."""
+        while (frame := self._queue.get()) is not _END:
+            if self._failure is None:
+                try:
+                    self._gen.send(frame)
+                except BaseException as exc:  # noqa: BLE001 - reported by the thread that owns the writer
+                    self._failure = exc
 
     def add(self, frame: np.ndarray) -> None:
         if self._closed:
@@ -67,8 +91,16 @@ class VideoWriter:
             self._start(frame.shape)
         elif frame.shape != self._shape:
             raise ValueError(f"{self.path}: frame shape changed from {self._shape} to {frame.shape}")
-        self._gen.send(np.ascontiguousarray(frame))
+        if self._failure is not None:
+            raise self._failure
+        self._queue.put(np.array(frame, order="C"))  # a copy: the env may reuse its buffer for the next frame
         self.n_frames += 1
+
+    def _stop_feeder(self) -> None:
+        if self._feeder is not None:
+            self._queue.put(_END)
+            self._feeder.join()
+            self._feeder = None
 
     def close(self) -> None:
         """Finish the file. With no frames added, no file is written (`n_frames` is 0)."""
@@ -78,6 +110,9 @@ class VideoWriter:
         if self._gen is None:
             return
         try:
+            self._stop_feeder()
+            if self._failure is not None:
+                raise self._failure
             self._gen.close()  # waits for ffmpeg to finish
             os.replace(self._tmp, self.path)
         except BaseException:
@@ -92,6 +127,9 @@ class VideoWriter:
         self._discard()
 
     def _discard(self) -> None:
+        self._failure = self._failure or RuntimeError("aborted")  # the feeder drops what is still queued
+        with contextlib.suppress(Exception):
+            self._stop_feeder()
         if self._gen is not None:
             with contextlib.suppress(Exception):
                 self._gen.close()

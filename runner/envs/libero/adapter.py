@@ -12,7 +12,9 @@ index and strides by the batch size, which gives the same mapping).
 
 Observation (LeRobot's `LiberoEnv` + `preprocess_observation` + `LiberoProcessorStep`, kept uint8 HWC):
 - `pixels`: {name: image} for `agentview_image` and `robot0_eye_in_hand_image`, named by
-  `camera_name_mapping` (LeRobot's default: image, image2), flipped 180 degrees, 360x360 by default;
+  `camera_name_mapping` (LeRobot's default: image, image2), flipped 180 degrees, 360x360 by default (robosuite's
+  images come bottom-up, so frames and videos are upright but mirrored left to right, as LeRobot's and LIBERO's
+  datasets, which policies are trained on: tests/test_libero.py checks it on real frames);
 - `agent_pos`: 8 float32 = eef position 3 + eef orientation as axis-angle 3 + gripper qpos 2;
 - `environment_state`: the flattened MuJoCo state (the format of LIBERO's init states).
 `env.kwargs`: `observation_width`, `observation_height`, `camera_name` (LeRobot's names and defaults),
