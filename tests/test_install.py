@@ -178,6 +178,31 @@ def test_doctor_judges_the_run_not_the_install_section(tmp_path):
     assert "smolvla_metaworld" not in proc.stdout
 
 
+def test_doctor_counts_a_distribution_of_the_same_package_as_run_does(tmp_path):
+    """pygame provides pygame-ce's module: `runner run` accepts it, so doctor does too (a note, not a failure), and a
+    run whose video pygame draws is not said to render nothing."""
+    from runner.distributions import installed
+
+    if not installed("pygame") or metadata_has("pygame-ce"):
+        pytest.skip("needs pygame without pygame-ce")
+    spec = write(tmp_path, {"install": {"pip": ["pygame-ce==2.5.6"]}, "env": {"type": "gym", "task": "Pendulum-v1"},
+                            "policy": {"type": "random"}, "eval": {"videos": 1}}, name="pend")
+    proc = runner_cli("doctor", spec, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "provided by a distribution of the same package here: pygame-ce by pygame " in proc.stdout
+    assert "renders nothing" not in proc.stdout and "no OpenGL needed" in proc.stdout
+
+
+def metadata_has(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case, expected", [
     ("a package of the spec is not installed", ["packages"]),

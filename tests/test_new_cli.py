@@ -41,6 +41,9 @@ def test_a_new_spec_validates_with_the_install_section_it_needs_and_gets_cpu_ci(
     assert data["install"] == install and "extends" not in data  # nothing inherited from a GPU partial
     assert path.read_text().count("\n# ") >= 5  # a comment per section
     runner_cli("validate", f"specs/{name}.yaml", cwd=project, check=True)
+    shown = path.read_text().split("`runner show ", 1)[1].split("`", 1)[0].split()  # the command its comment names
+    assert shown == [f"specs/{name}.yaml", "--origins"]
+    assert "# default" in runner_cli("show", *shown, cwd=project, check=True).stdout  # it runs, as written
     runner_cli("gen-ci", cwd=project, check=True)
     workflow = (project / ".github" / "workflows" / f"benchmark_{name}.yml").read_text()
     assert "ubuntu-latest" in workflow and "--gpus" not in workflow and "HF_TOKEN" not in workflow

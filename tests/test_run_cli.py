@@ -89,6 +89,17 @@ def test_a_policy_package_not_installed_gets_the_specs_install_as_its_hint(tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def test_a_pygame_rendered_video_on_a_headless_machine_prints_nothing_of_sdls(tmp_path):
+    """Pendulum's frames are drawn by pygame: SDL probing for a display printed "error: XDG_RUNTIME_DIR is invalid"
+    on every headless run that recorded a video."""
+    spec = helpers.write_spec(tmp_path, env_type="gym", task="Pendulum-v1", policy={"type": "random"}, videos=1,
+                              max_steps=5)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DISPLAY", "SDL_VIDEODRIVER")}
+    proc = runner("run", str(spec), "--output-dir", str(tmp_path / "out"), "--no-progress", env=env)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert len(list((tmp_path / "out").rglob("*.mp4"))) == 1
+
+
 # ── Ctrl-C / SIGTERM ─────────────────────────────────────────────────────────────────────────────────
 
 

@@ -213,8 +213,12 @@ def test_a_ctrl_c_swallowed_by_a_weakref_callback_still_interrupts(monkeypatch, 
      "did you mean --set eval.n_episodes=5?"),
     (["run", "specs/metaworld.yaml", "--eval.n_episodes=5"], "usage: runner run",
      "spec keys go with --set: --set eval.n_episodes=5"),
-    (["run", "specs/metaworld.yaml", "--batchsize", "2"], "usage: runner run", "did you mean --batch-size?"),
-    (["validate", "--sett", "eval.seed=1"], "usage: runner validate", "did you mean --set"),
+    (["run", "specs/metaworld.yaml", "--batchsize", "2"], "usage: runner run", "did you mean --batch-size 2?"),
+    (["validate", "--sett", "eval.seed=1"], "usage: runner validate", "did you mean --set?"),  # (not ci.set)
+    # no abbreviations: --policy is not --policy-in-main, --resum not --resume
+    (["run", "specs/metaworld.yaml", "--policy", "random"], "usage: runner run",
+     "did you mean --set policy.type=random?"),
+    (["run", "specs/metaworld.yaml", "--resum"], "usage: runner run", "did you mean --resume?"),
 ])
 def test_an_unknown_option_shows_the_commands_usage_and_a_did_you_mean(args, usage, hint):
     proc = runner_cli(*args)

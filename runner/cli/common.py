@@ -66,11 +66,16 @@ def unknown_arguments(command: argparse.ArgumentParser, extra: list[str]) -> str
         keys = spec_keys()
         if word in keys.values():  # LeRobot's --env.task=... spelling of a spec key
             return f"{text}; spec keys go with --set: --set {word}={value}"
-        options.update({leaf: f"--set {dotted}={value}" for leaf, dotted in keys.items()})
+        keys.update({"policy": "policy.type", "env": "env.type"})  # `--policy random`: the section's type
+        for leaf, dotted in keys.items():  # the command's own options first (`--sett x`: --set, not ci.set)
+            options.setdefault(leaf, f"--set {dotted}={value}")
     close = difflib.get_close_matches(word.replace("-", "_"), [k.replace("-", "_") for k in options], n=1, cutoff=0.6)
     if not close:
         return text
     suggestion = next(v for k, v in options.items() if k.replace("-", "_") == close[0])
+    takes_value = any(suggestion in a.option_strings and a.nargs != 0 for a in command._actions)
+    if takes_value and value != "VALUE":
+        suggestion = f"{suggestion} {value}"
     return f"{text}; did you mean {suggestion}?"
 
 

@@ -9,6 +9,7 @@ line and exit 130 (see runner/cli/__init__.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -41,9 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from runner.cli.common import HelpFormatter
 
-    parser = argparse.ArgumentParser(prog="runner", description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="runner", description=DESCRIPTION, formatter_class=HelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"runner {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # No abbreviations: `--policy random` must not be taken as --policy-in-main (then a did-you-mean: --set ...)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     for name in COMMAND_MODULES:
         importlib.import_module(f"runner.cli.{name}").add_parser(sub)
     return parser

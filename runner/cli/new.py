@@ -123,7 +123,7 @@ def compose(name: str, env_type: str, task: str, policy: str | None, videos: int
                 raise at_options(found)
             return spec
 
-    install, by_hand = install_for(load(render(name, {}, body, ""), complete=False))
+    install, by_hand = install_for(load(render(name, {}, body, "", ""), complete=False))
     given = {alternative for p in pins for alternative in alternatives(p.partition("==")[0].partition("[")[0])}
     unpinned = [p for p in by_hand if not alternatives(p.partition("==")[0]) & given]
     if unpinned:
@@ -139,7 +139,7 @@ def compose(name: str, env_type: str, task: str, policy: str | None, videos: int
     # the editor's schema: relative inside a checkout of runner (as the shipped specs), else the installed copy
     inside = out.resolve().is_relative_to(schema_file.parent.parent)
     schema = os.path.relpath(schema_file, out.resolve().parent) if inside else str(schema_file)
-    text = render(name, install, body, schema)
+    text = render(name, install, body, schema, out.as_posix())
     load(text, complete=True)
     return text
 
@@ -150,10 +150,10 @@ def _flow(value: object) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1000, sort_keys=False).strip()
 
 
-def render(name: str, install: dict, body: dict, schema: str) -> str:
-    """The spec as YAML with a comment per section."""
+def render(name: str, install: dict, body: dict, schema: str, path: str) -> str:
+    """The spec as YAML with a comment per section; `path`: where it is written, as the user named it."""
     lines = [f"# yaml-language-server: $schema={schema}", "# Written by `runner new`; `runner validate` checks it,",
-             f"# `runner show {name}.yaml --origins` prints it with every default filled in.",
+             f"# `runner show {path} --origins` prints it with every default filled in.",
              f"name: {name}", f"description: {body['policy']['type']} policy on {body['env']['task']} "
              f"({body['env']['type']}), CPU only.", "",
              "# What the Docker image and `runner install` put in place: what this env and policy need. CPU only:",

@@ -112,7 +112,7 @@ def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]
     from runner.distributions import alternatives, installed
 
     wanted = set().union(*(alternatives(n) for n in used)) if used else set()
-    missing, other, spare = [], [], []
+    missing, other, spare, provided = [], [], [], []
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     judged: set[str] = set()
     for text in (*(r for name in plan.extras for r in _extra(name)), *plan.pip):
@@ -129,6 +129,10 @@ def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]
         try:
             version = metadata.version(requirement.name)
         except metadata.PackageNotFoundError:
+            provider = next((a for a in sorted(alternatives(name)) if a != name and installed(a)), None)
+            if provider is not None:  # pygame for pygame-ce: the same module, so the run works (a note)
+                provided.append(f"{requirement.name} by {provider} {metadata.version(provider)}")
+                continue
             if name not in absent:
                 (missing if needed else spare).append(str(requirement.name))
                 absent.append(name)
@@ -147,6 +151,9 @@ def _packages(plan: InstallPlan, install: str, absent: list[str], used: set[str]
                     "only on the same versions)", install)
     else:
         yield Check("packages", OK, f"what this run imports is installed ({', '.join(sorted(used)) or 'runner only'})")
+    if provided:
+        yield Check("packages", NOTE, f"provided by a distribution of the same package here: {', '.join(provided)} "
+                    "(the image installs the listed one)")
     if spare:
         yield Check("packages", NOTE, f"the install section also lists {', '.join(spare)}: not installed here (or "
                     "other versions), not needed by this run (the image has them)")

@@ -157,7 +157,7 @@ class Preflight:
         keys = observation_keys(self.policy)  # no policy (doctor, after it failed to load): every key
         if not self.adapter.needs_gl(self.spec.env, keys, self.spec.eval.videos > 0):
             self.renderer = None
-            return "this run renders nothing"
+            return "no OpenGL needed: nothing this run draws uses it"
         self.renderer = require_offscreen_gl()  # a missing GL platform would fail every episode
         kind = "software rendering on the CPU" if is_software(self.renderer) else "hardware rendering"
         return f"offscreen OpenGL works: {self.renderer} ({kind})"

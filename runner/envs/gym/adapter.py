@@ -62,6 +62,11 @@ class GymAdapter(EnvAdapter):
         return limit
 
     def make(self, task: TaskRef, env: EnvSpec, *, obs_keys: frozenset[str] | None, video: bool) -> TaskEnv:
+        import os
+
+        # Frames come as arrays (rgb_array): pygame's SDL needs no display, and probing for one prints
+        # "error: XDG_RUNTIME_DIR is invalid" on every headless run. A driver the user chose is kept.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         return GymTaskEnv(task, env, obs_keys, video)
 
     def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
