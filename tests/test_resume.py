@@ -166,6 +166,21 @@ def test_signals_at_random_points_of_shutdown_never_lose_or_misreport_a_run(tmp_
     print("\n".join(seen))
 
 
+def test_a_resume_with_another_spec_is_refused_with_the_command_that_resumes_it(tmp_path):
+    """The run was started with a --set the second command lacks: the refusal names the change and the command (with
+    its --set) that does resume it; that command, run as printed, finds nothing left to run."""
+    spec = helpers.write_spec(tmp_path, folder="spec", task="reach-v3", max_steps=10, n=2)
+    out = tmp_path / "out"
+    assert finish(command(spec, out, "--set", "eval.seed=5")).returncode == 0
+    refused = finish(command(spec, out))
+    assert refused.returncode == 2 and "changed since: eval.seed: 5 -> 1000" in refused.stderr, refused.stderr
+    printed = refused.stderr.split("resume it as it was started: ", 1)[1].strip()
+    argv = shlex.split(printed)
+    assert argv[:2] == ["runner", "run"] and "eval.seed=5" in argv, printed
+    again = finish(argv[1:])
+    assert again.returncode == 0 and "nothing left to run" in again.stdout, again.stdout + again.stderr
+
+
 def printed_command(stderr: str) -> list[str]:
     """The `runner ...` command a message ends with (after "resume with: "), as arguments after RUNNER."""
     line = next(line for line in stderr.splitlines() if "resume with: " in line)

@@ -110,7 +110,7 @@ class RunDir:
             changes = spec_changes(previous.identity, self.run.identity)
             raise ConfigError(f"{where} holds results of another spec, so they cannot be resumed (changed since: "
                               f"{visible('; '.join(changes) or 'the spec hash', 500)}); use another --output-dir, "
-                              "or restore the spec to resume")
+                              f"or resume it as it was started: {previous.rerun_command(self.path)}")
         if previous.shard != self.run.shard:
             def name(shard: Shard | None) -> str:
                 return "the whole plan" if shard is None else f"shard {shard}"
