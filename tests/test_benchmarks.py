@@ -41,3 +41,13 @@ def test_remote_quick_compares_identical_episodes_and_reports_the_servers_batche
     assert re.findall(r"W=(\d): 8 episodes, \d+ steps, 8 successes; per-episode results identical", out) == ["1", "2"]
     assert len(re.findall(r"remote: [\d.]+ s, \d+ env steps/s, remote / local time [\d.]+", out)) == 2, out
     assert re.search(r"server: \d+ requests, batch sizes 1x\d+ .*\(mean 1\.00\)", out), out  # one worker: batches of 1
+
+
+@pytest.mark.slow
+def test_videos_quick_reports_the_ratio_and_what_the_run_said():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "videos.py"), "--quick", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"4 videos, \d+ frames, batch \d+.*with / \(without \+ rendering\) = \d\.\d{3}", done.stdout)
+    assert re.search(r"the run said: videos: 4 recorded; rendering and encoding them took [\d.]+ s", done.stdout)
+    assert "median ratio" in done.stdout
