@@ -191,7 +191,6 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
                       episodes_s=run.episodes_s)
 
 
-
 def resume_hint(run: RunFile, out_dir: Path) -> str:
     """How to go on with a stopped run: the command that resumes it (what is done is kept, errors are tried again)."""
     return f"resume with: {run.rerun_command(out_dir)}"
