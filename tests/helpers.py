@@ -335,3 +335,26 @@ def served(spec: str | Path, *overrides: str, **kwargs):
         raise
     rc = server.stop()
     assert rc == 0, f"runner serve exited {rc}: {server.log()}"
+
+
+def image_similarity(a, b) -> float:
+    """Pearson correlation of two images' pixels (1: the same picture up to brightness and contrast)."""
+    import numpy as np
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = a - a.mean(), b - b.mean()
+    return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+
+
+def up_in_view(model, data, cam: int, size: int, point) -> float:
+    """How many rows a point 10 cm above `point` sits below it in MuJoCo's own `size`-pixel view of camera `cam`
+    (rows top-down): < 0 means the world's up is up in that view."""
+    import numpy as np
+
+    def row(p):
+        rot = data.cam_xmat[cam].reshape(3, 3)
+        local = rot.T @ (np.asarray(p, float) - data.cam_xpos[cam])  # camera frame: x right, y up, looking along -z
+        focal = size / 2 / np.tan(np.radians(model.cam_fovy[cam]) / 2)
+        return size / 2 - focal * local[1] / -local[2]
+
+    return float(row(np.asarray(point, float) + [0, 0, 0.1]) - row(point))

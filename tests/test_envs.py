@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import image_similarity, up_in_view
 
 from runner.adapters import names
 from runner.envs import AGENT_POS, ENV_STATE, PIXELS, get_adapter
@@ -377,24 +378,14 @@ def test_every_camera_is_upright_on_real_frames(camera):
         renderer.update_scene(data, camera=cam)
         view = renderer.render().astype(float)
 
-    def similarity(a, b):
-        a, b = a - a.mean(), b - b.mean()
-        return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
-
-    same, turned = similarity(frame, view), similarity(frame, np.flip(view, (0, 1)))
+    same, turned = image_similarity(frame, view), image_similarity(frame, np.flip(view, (0, 1)))
     assert max(same, turned) > 0.9, (same, turned)  # the frame is MuJoCo's view, maybe turned: nothing else
 
-    def row(point):  # the image row of a world point in MuJoCo's own view (0: top)
-        rot = data.cam_xmat[cam].reshape(3, 3)
-        local = rot.T @ (np.asarray(point) - data.cam_xpos[cam])  # camera frame: x right, y up, looking along -z
-        focal = 80 / np.tan(np.radians(model.cam_fovy[cam]) / 2)
-        return 80 - focal * local[1] / -local[2]
-
     hand = data.body("hand").xpos
-    up_in_view = row(hand + [0, 0, 0.1]) - row(hand)  # < 0: higher in the world is higher in MuJoCo's view
+    up = up_in_view(model, data, cam, 160, hand)  # < 0: higher in the world is higher in MuJoCo's view
     ours.close()
-    if abs(up_in_view) < 1:  # looking straight down: no up to keep
+    if abs(up) < 1:  # looking straight down: no up to keep
         assert same > turned
         return
-    upright_is_turned = up_in_view > 0
-    assert (turned > same) == upright_is_turned, (camera, same, turned, up_in_view)
+    upright_is_turned = up > 0
+    assert (turned > same) == upright_is_turned, (camera, same, turned, up)

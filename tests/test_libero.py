@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, libero_test_assets, runner_cli
+from helpers import REPO, image_similarity, libero_test_assets, runner_cli, up_in_view
 
 from runner.envs.libero import LIBERO_SUITES
 from runner.envs.libero.adapter import (
@@ -345,10 +345,6 @@ def test_every_camera_is_upright_on_real_frames(tmp_path: Path) -> None:
     (task,) = adapter.tasks(spec)
     env = adapter.make(task, spec, obs_keys=frozenset({PIXELS}), video=False)
 
-    def similarity(a, b):
-        a, b = a - a.mean(), b - b.mean()
-        return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
-
     try:
         obs, _ = env.reset(seed=1000, options={"episode_index": 0})
         sim = env._env.env.sim
@@ -364,19 +360,13 @@ def test_every_camera_is_upright_on_real_frames(tmp_path: Path) -> None:
                 view = renderer.render().astype(float)
             ways = {"as rendered": view, "mirrored": view[:, ::-1], "upside down": view[::-1],
                     "turned 180": view[::-1, ::-1]}
-            scores = {way: similarity(frame, image) for way, image in ways.items()}
+            scores = {way: image_similarity(frame, image) for way, image in ways.items()}
             best = max(scores, key=scores.get)
 
-            def row(point, cam=cam):  # the image row of a world point in MuJoCo's own view (0: top)
-                rot = data.cam_xmat[cam].reshape(3, 3)
-                local = rot.T @ (np.asarray(point) - data.cam_xpos[cam])  # x right, y up, looking along -z
-                focal = 64 / np.tan(np.radians(model.cam_fovy[cam]) / 2)
-                return 64 - focal * local[1] / -local[2]
-
-            up_in_view = row(hand + [0, 0, 0.1]) - row(hand)  # < 0: higher in the world is higher in MuJoCo's view
-            checked[camera] = (best, round(scores[best], 2), round(float(up_in_view), 1))
+            up = up_in_view(model, data, cam, 128, hand)  # < 0: higher in the world is higher in MuJoCo's view
+            checked[camera] = (best, round(scores[best], 2), round(up, 1))
             assert best == "mirrored" and scores[best] > 0.8, (camera, scores)  # rows kept as MuJoCo's view has them
-            assert up_in_view < 0 or abs(up_in_view) < 1, checked  # so up is up
+            assert up < 0 or abs(up) < 1, checked  # so up is up
         assert set(checked) == {"agentview_image", "robot0_eye_in_hand_image"}, checked
     finally:
         env.close()
