@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+_finished: list[str] = []  # what an interrupt says once the work is complete (note_finished)
+
 
 def interrupt_again(unraisable: Any) -> None:
     """A `sys.unraisablehook`: a swallowed KeyboardInterrupt is delivered again to the main thread, from another
@@ -32,3 +34,24 @@ def redelivered() -> Iterator[None]:
         yield
     finally:
         sys.unraisablehook = previous
+
+
+def note_finished(message: str) -> None:
+    """The work is complete (every output written): an interrupt from here to the exit says `message`, not a bare
+    "interrupted" that would read as lost work."""
+    _finished[:] = [message]
+
+
+def finished() -> bool:
+    """Whether note_finished was called since the command started."""
+    return bool(_finished)
+
+
+def interrupted_message() -> str:
+    """What an interrupt that reaches runner.cli.main says."""
+    return _finished[0] if _finished else "interrupted"
+
+
+def forget_finished() -> None:
+    """A new command starts: nothing is finished yet."""
+    _finished.clear()

@@ -126,8 +126,9 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_run(tmp_pat
 def test_signals_at_random_points_of_shutdown_never_lose_or_misreport_a_run(tmp_path, reference):
     """SIGINT or SIGTERM to the whole process group at random points after the last episode is recorded: while the
     run closes its workers and writes eval_info.json, metrics.json, run.json and report.html. Whatever the point:
-    no traceback, at most one line; exit 0 (all written), 130 / 143 (a resume command printed), or killed by the
-    signal without a word during the interpreter's exit (all written); and the printed command (or the same one)
+    no traceback, at most one line; exit 0 (all written), 130 / 143 (a resume command printed, or, once the last
+    output is written, a line that says the run finished), or killed by the signal without a word during the
+    interpreter's exit (all written); and the printed command (or the same one)
     then leaves exactly the uninterrupted run's outputs."""
     spec, expected, expected_outputs = reference
     rng = random.Random(20261203)
@@ -149,7 +150,13 @@ def test_signals_at_random_points_of_shutdown_never_lose_or_misreport_a_run(tmp_
             kill_group(proc)
         assert "Traceback" not in stderr and stderr.count("runner: ") <= 1, stderr
         state = read_run_file(out).state
-        if proc.returncode in (130, 143):
+        if proc.returncode in (130, 143) and "after the run finished" in stderr:  # the last outputs were written
+            assert proc.returncode == 128 + signum and f"results in {out}" in stderr, stderr
+            assert state == "complete" and (out / "report.html").is_file()
+            again = finish(command(spec, out))
+            assert "nothing left to run" in again.stdout, again.stdout
+            seen.append(f"{signal.Signals(signum).name}: interrupted after the run finished")
+        elif proc.returncode in (130, 143):
             assert proc.returncode == 128 + signum and "interrupted" in stderr, stderr
             again = finish(printed_command(stderr))
             seen.append(f"{signal.Signals(signum).name}: interrupted in state {state}")

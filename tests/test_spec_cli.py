@@ -246,3 +246,26 @@ def test_a_ctrl_c_that_cpython_wraps_is_still_an_interrupt(monkeypatch, capsys):
     monkeypatch.setattr(cli_main, "main_inner", create_a_class)
     assert main([]) == 130
     assert capsys.readouterr().err == "runner: interrupted\n"
+
+
+def test_a_ctrl_c_after_the_work_is_complete_says_so_and_the_next_command_starts_afresh(monkeypatch, capsys):
+    """Once a command noted its work complete (a run's last output written), a Ctrl-C before the exit says that
+    nothing was lost instead of a bare "interrupted"; the next command in the same process forgets the note."""
+    import runner.cli.main as cli_main
+    from runner.interrupts import note_finished
+
+    def finish_then_interrupt(argv):
+        note_finished("interrupted after the run finished; every output is written: results in out")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "main_inner", finish_then_interrupt)
+    assert main([]) == 130
+    assert capsys.readouterr().err == "runner: interrupted after the run finished; every output is written: " \
+                                      "results in out\n"
+
+    def interrupt(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "main_inner", interrupt)
+    assert main([]) == 130
+    assert capsys.readouterr().err == "runner: interrupted\n"

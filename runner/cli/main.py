@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from runner import __version__
 from runner.errors import Interrupted, RunnerError
 from runner.cli import release_early
-from runner.interrupts import redelivered
+from runner.interrupts import forget_finished, interrupted_message, redelivered
 from runner.text import escape
 
 COMMAND_MODULES = ("new", "validate", "list_cmd", "show", "install", "doctor", "run", "serve", "merge", "report",
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     delivered again (runner.interrupts). One that lands where CPython wraps it in another exception (class
     creation turns it into "RuntimeError: Error calling __set_name__") is an interruption too."""
     try:
+        forget_finished()
         release_early()
         with redelivered():
             return main_inner(argv)
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _forget_unhandled_interrupt()
         return exc.exit_code
     except KeyboardInterrupt:
-        print("runner: interrupted", file=sys.stderr, flush=True)
+        print(f"runner: {interrupted_message()}", file=sys.stderr, flush=True)
         _forget_unhandled_interrupt()
         return 130
     except BrokenPipeError:  # the reader went away (`runner list | head`): stop quietly, as `cat` does
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if not caused_by_interrupt(exc):
             raise  # a bug: its traceback is the report
-        print("runner: interrupted", file=sys.stderr, flush=True)
+        print(f"runner: {interrupted_message()}", file=sys.stderr, flush=True)
         _forget_unhandled_interrupt()
         return 130
 

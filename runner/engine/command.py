@@ -13,6 +13,7 @@ from runner.engine.distributed import Group, detect, run_launched
 from runner.engine.evaluation import EvalResult, RunOptions, evaluate, resume_hint
 from runner.engine.signals import interrupts_raised
 from runner.errors import ConfigError, EvaluationError, Interrupted, with_hint
+from runner.interrupts import finished, interrupted_message, note_finished
 from runner.report import write_run_report
 from runner.results import read_run_file, summary_table
 from runner.results.locations import default_run_dir, newest_run
@@ -67,7 +68,10 @@ def run_spec(spec: Spec, output_dir: Path | None, options: RunOptions, *, allow_
                 say(line)
             if result.shard is None:
                 write_run_report(Path(result.out_dir), say)
+            note_finished(f"interrupted after the run finished; every output is written: results in {result.out_dir}")
     except Interrupted as exc:
+        if finished():
+            raise Interrupted(interrupted_message(), exc.signum) from None
         if not opened or "resume with: " in str(exc):
             raise  # nothing written yet, or a session's stop, which says how to go on
         # between the episodes and the last output (eval_info.json ... report.html): the same command writes them
