@@ -110,6 +110,9 @@ class EnvFamily:
     needs_for: Callable[[Mapping[str, Any]], Needs] | None = None  # needs that depend on the `env` section
     success_rules: bool = False  # env.success rules apply (other families report success themselves)
     success_text: str = ""  # how a family without rules decides success, in words (reports state it)
+    # The policy type `runner check` runs as the canary's reference behaviour (runner.engine.canary): one that needs
+    # no weights and is deterministic per seed; a family's experts (Meta-World's scripted policies) must succeed.
+    reference_policy: str = "random"
 
     def needs_of(self, env: Mapping[str, Any]) -> Needs:
         return self.needs_for(env) if self.needs_for is not None else self.needs

@@ -47,6 +47,12 @@ class PolicyUnavailable(EvaluationError):
     transient = True
 
 
+class BehaviourDiverged(RunnerError):
+    """`runner check`: the canaries no longer behave as their reference recorded (exit 5)."""
+
+    exit_code = 5
+
+
 class DriftError(RunnerError):
     """Generated files differ from what the specs produce (exit 1)."""
 

@@ -2,10 +2,11 @@
 openpi-client installed with --no-deps into .venv-openpi by .ci/setup-openpi.sh). Run by tests/test_remote_openpi.py
 with that venv's Python; `chunk_for` is imported by runner's test policies too (NumPy only).
 
-  serve  --port-file F --log F [--horizon H] [--action-dim D]
-         a policy server in the shape of openpi's WebsocketPolicyServer (metadata on connect, then msgpack_numpy
-         request -> reply; the traceback as a text frame and close 1011 when the policy raises; GET /healthz);
-         its policy answers {"actions": chunk_for(state, H, D)} and logs each request's keys, shapes and prompt
+  serve  --port-file F --log F [--horizon H] [--action-dim D] [--metadata JSON]
+         a policy server in the shape of openpi's WebsocketPolicyServer (metadata on connect, with JSON's keys added;
+         then msgpack_numpy request -> reply; the traceback as a text frame and close 1011 when the policy raises;
+         GET /healthz); its policy answers {"actions": chunk_for(state, H, D)} and logs each request's keys, shapes
+         and prompt
   client --url U --seed S --steps N
          openpi's WebsocketClientPolicy against `runner serve`: episode_start, N observations; prints the actions
   resize --input A.npy --output B.npy --height H --width W
@@ -52,7 +53,7 @@ def serve(args: argparse.Namespace) -> None:
 
     async def handler(websocket) -> None:
         packer = msgpack_numpy.Packer()
-        await websocket.send(packer.pack({"policy": "openpi-peer"}))
+        await websocket.send(packer.pack({"policy": "openpi-peer", **json.loads(args.metadata)}))
         while True:
             try:
                 obs = msgpack_numpy.unpackb(await websocket.recv())
@@ -111,6 +112,7 @@ def main() -> None:
     p.add_argument("--log", required=True)
     p.add_argument("--horizon", type=int, default=10)
     p.add_argument("--action-dim", type=int, default=4)
+    p.add_argument("--metadata", default="{}", help="more metadata keys (JSON), e.g. a contract")
     p = sub.add_parser("client")
     p.add_argument("--url", required=True)
     p.add_argument("--seed", type=int, default=1000)

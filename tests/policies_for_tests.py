@@ -51,6 +51,34 @@ def wrong_shape() -> ZeroBatched:
     return ZeroBatched(action_dim=3)
 
 
+class Contracted(ZeroBatched):
+    """Batched: zero actions; declares a contract (runner.contract): agent_pos of `state_dim`, actions of `action_dim`,
+    and a `camera` image (pixels.<camera>, or the one image with "pixels") of `height` x `width` when given."""
+
+    def __init__(self, action_dim: int, state_dim: int, camera: str | None, height: int, width: int) -> None:
+        super().__init__(action_dim)
+        self.declared = (state_dim, camera, height, width)
+
+    def contract(self) -> Any:
+        from runner.contract import IMAGE, Input, PolicyContract
+
+        state_dim, camera, height, width = self.declared
+        image = () if camera is None else (Input(f"camera {camera}", camera if camera == "pixels" else
+                                                 f"pixels.{camera}", (height, width, 3), IMAGE),)
+        return PolicyContract(inputs=(Input("state", "agent_pos", (state_dim,)), *image), action_dim=self.action_dim,
+                              chunk_size=1, who="the test policy")
+
+
+def contracted(action_dim: int = 4, state_dim: int = 4, camera: str | None = None, height: int = 480,
+               width: int = 480) -> Contracted:
+    return Contracted(action_dim, state_dim, camera, height, width)
+
+
+def bad_contract() -> ZeroBatched:
+    """Batched: a contract() that returns something else than a PolicyContract."""
+    return declaring(contract=lambda: {"action_dim": 4})
+
+
 class RaisingBatched(ZeroBatched):
     def select_action(self, observation: Mapping[str, Any], task_texts: Sequence[str],
                       slots: Sequence[int]) -> np.ndarray:

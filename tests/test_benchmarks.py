@@ -51,3 +51,14 @@ def test_videos_quick_reports_the_ratio_and_what_the_run_said():
     assert re.search(r"4 videos, \d+ frames, batch \d+.*with / \(without \+ rendering\) = \d\.\d{3}", done.stdout)
     assert re.search(r"the run said: videos: 4 recorded; rendering and encoding them took [\d.]+ s", done.stdout)
     assert "median ratio" in done.stdout
+
+
+@pytest.mark.slow
+def test_fingerprint_quick_reports_the_added_share_and_the_check_time():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fingerprint.py"), "--quick", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"round 1: run [\d.]+ s \(8 episodes, batch \d\); fingerprint [\d.]+ ms cached, \d+ ms cold; "
+                     r"state hash \d+ us an episode; added [\d.]+ % of the run; runner check [\d.]+ s", done.stdout)
+    assert re.search(r"fingerprint \+ initial states add [\d.]+ % to the run \(target < 2 %: (met|NOT met)\)",
+                     done.stdout), done.stdout

@@ -82,8 +82,10 @@ def bash_words(shell_text: str) -> list[str]:
 
 
 def docker_calls(script: str, env: dict[str, str]) -> list[list[str]]:
-    """Run a workflow `run:` script with `docker` replaced by a function that records each call's argv."""
-    prelude = 'docker() { printf "%s\\0" "$@"; printf "\\n--end--\\n"; }\n'
+    """Run a workflow `run:` script with `docker` replaced by a function that records each call's argv (and answers
+    `docker image inspect` with sha256:digest)."""
+    prelude = ('docker() { if [ "$1 $2" = "image inspect" ]; then echo sha256:digest; return; fi; '  # the image's id
+               'printf "%s\\0" "$@"; printf "\\n--end--\\n"; }\n')
     out = subprocess.run(["bash", "-eo", "pipefail", "-c", prelude + script], capture_output=True, check=True,
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env})
     calls = out.stdout.decode("utf-8").split("\n--end--\n")[:-1]
@@ -310,12 +312,13 @@ def test_new_gym_benchmark_needs_no_other_edit(tmp_path: Path, capsys: pytest.Ca
     dockerfile = (copy / "docker/Dockerfile.benchmark.pendulum").read_text()
     assert "FROM ubuntu:24.04" in dockerfile and 'CMD ["runner", "run", "specs/pendulum.yaml"' in dockerfile
     workflow = yaml.safe_load((copy / ".github/workflows/benchmark_pendulum.yml").read_text())
-    assert sorted(workflow["jobs"]) == ["pendulum"] and workflow["name"] == "Benchmark pendulum"
+    assert sorted(workflow["jobs"]) == ["health-check", "pendulum"] and workflow["name"] == "Benchmark pendulum"
     job = workflow["jobs"]["pendulum"]
     assert job["runs-on"] == ["ubuntu-latest"] and job["timeout-minutes"] == 60
     run = next(s["run"] for s in job["steps"] if s.get("name") == "runner run specs/pendulum.yaml")
     assert "--gpus" not in run and "runner run specs/pendulum.yaml" in run
     assert "specs/pendulum.yaml" in workflow[True]["push"]["paths"]  # PyYAML reads `on` as True
+    assert "references/pendulum.json" in workflow[True]["push"]["paths"]
     assert "specs/libero.yaml" not in workflow[True]["push"]["paths"]
     after = {p.name: p.read_bytes() for p in (copy / "docker").iterdir()}
     assert {k: v for k, v in after.items() if k != "Dockerfile.benchmark.pendulum"} == before
@@ -386,38 +389,125 @@ def test_workflow_covers_the_reference_features(name: str) -> None:
         parents = {"specs/aloha.yaml"} if name == "aloha_transfer_cube" else set()  # what it extends
         assert set(on[event]["paths"]) == {f"specs/{name}.yaml", "specs/_base.yaml", "specs/_gpu_hub.yaml", "templates/**", "runner/**",
                                            "schema/**", f"docker/Dockerfile.benchmark.{name}", WORKFLOWS[name],
-                                           "pyproject.toml", *parents}
+                                           "pyproject.toml", f"references/{name}.json", *parents}
     assert workflow["permissions"] == {"contents": "read"}
     assert workflow["concurrency"]["cancel-in-progress"] is True
-    assert list(workflow["jobs"]) == [name]
-    for name, job in workflow["jobs"].items():
-        assert job["runs-on"] == {"group": "aws-g6-4xlarge-plus"} and job["timeout-minutes"] == 90
-        steps = job["steps"]
-        checkout = steps[0]
-        assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["persist-credentials"] is False
-        build = next(s for s in steps if s.get("uses", "").startswith("docker/build-push-action@"))
-        assert build["with"]["file"] == f"docker/Dockerfile.benchmark.{name}"
-        assert build["with"]["cache-from"].startswith("type=local,src=")
-        assert build["with"]["cache-to"].startswith("type=local,dest=")
-        assert any(s.get("uses", "").startswith("docker/setup-buildx-action@") for s in steps)
-        token = next(s for s in steps if s.get("name") == "Check the Hugging Face token")
-        assert token["env"] == {"HF_TOKEN": "${{ secrets.LEROBOT_HF_USER }}"} and "${{" not in token["run"]
-        run = next(s for s in steps if s.get("name") == f"runner run specs/{name}.yaml")
-        assert "--gpus all --shm-size=4g" in run["run"] and "-e HF_TOKEN" in run["run"]
-        assert f"runner run specs/{name}.yaml \\\n" in run["run"]
-        assert "--output-dir /tmp/eval-artifacts" in run["run"]
-        copy = next(s for s in steps if s.get("name") == "Copy the run's outputs out of the container")
-        assert copy["if"] == "always()" and "docker cp" in copy["run"]
-        uploads = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
-        assert "${{ runner.temp }}/%s-eval/videos/" % name in uploads
-        assert "${{ runner.temp }}/%s-eval/metrics.json" % name in uploads
-        for step in steps:
-            assert "${{" not in step.get("run", ""), step  # no expressions inside shell text at all
+    assert list(workflow["jobs"]) == [name, "health-check"]
+    job = workflow["jobs"][name]
+    assert job["runs-on"] == {"group": "aws-g6-4xlarge-plus"} and job["timeout-minutes"] == 90
+    steps = job["steps"]
+    checkout = steps[0]
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["persist-credentials"] is False
+    build = next(s for s in steps if s.get("uses", "").startswith("docker/build-push-action@"))
+    assert build["with"]["file"] == f"docker/Dockerfile.benchmark.{name}"
+    assert build["with"]["cache-from"].startswith("type=local,src=")
+    assert build["with"]["cache-to"].startswith("type=local,dest=")
+    assert any(s.get("uses", "").startswith("docker/setup-buildx-action@") for s in steps)
+    token = next(s for s in steps if s.get("name") == "Check the Hugging Face token")
+    assert token["env"] == {"HF_TOKEN": "${{ secrets.LEROBOT_HF_USER }}"} and "${{" not in token["run"]
+    run = next(s for s in steps if s.get("name") == f"runner run specs/{name}.yaml")
+    assert "--gpus all --shm-size=4g" in run["run"] and "-e HF_TOKEN" in run["run"]
+    assert f"runner run specs/{name}.yaml \\\n" in run["run"]
+    assert "--output-dir /tmp/eval-artifacts" in run["run"]
+    copy = next(s for s in steps if s.get("name") == "Copy the run's outputs out of the container")
+    assert copy["if"] == "always()" and "docker cp" in copy["run"]
+    uploads = [s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert "${{ runner.temp }}/%s-eval/videos/" % name in uploads
+    assert "${{ runner.temp }}/%s-eval/metrics.json" % name in uploads
+    for step in steps:
+        assert "${{" not in step.get("run", ""), step  # no expressions inside shell text at all
     if name == "libero":
         libero_steps = workflow["jobs"]["libero"]["steps"]
         smoke = next(s for s in libero_steps if s.get("name", "").startswith("Smoke 1: Train+eval smoke"))
         assert "lerobot.scripts.lerobot_train" in smoke["run"]
         assert any(s.get("with", {}).get("name") == "libero-smoke-1" for s in libero_steps)
+
+
+def every_workflow() -> list[tuple[str, str]]:
+    """(benchmark name, workflow text) of the committed workflows and of every golden case's."""
+    rendered = [render(load_specs(default_spec_paths(REPO)), REPO)] + [render_case(c) for c in GOLDEN_CASES]
+    return [(rel.removeprefix(".github/workflows/benchmark_").removesuffix(".yml"), text)
+            for files in rendered for rel, text in files.items() if rel.startswith(".github/workflows/")]
+
+
+def run_script(script: str, cwd: Path, env: dict[str, str], docker_rc: int = 0) -> tuple[int, str, list[list[str]]]:
+    """Run a `run:` script as GitHub does (bash -eo pipefail) with `docker` stubbed to record its argv and exit
+    `docker_rc` (`docker image inspect` answers sha256:digest); (exit code, stdout, the docker calls)."""
+    prelude = (f'docker() {{ if [ "$1 $2" = "image inspect" ]; then echo sha256:digest; return; fi; '
+               f'printf "%s\\0" "$@" >>"$DOCKER_LOG"; printf "\\n" >>"$DOCKER_LOG"; return {docker_rc}; }}\n')
+    log = cwd / "docker.log"
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", prelude + script], cwd=cwd, capture_output=True, text=True,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DOCKER_LOG": str(log), **env})
+    lines = log.read_text().split("\0\n")[:-1] if log.exists() else []
+    log.unlink(missing_ok=True)
+    return proc.returncode, proc.stdout, [line.split("\0") for line in lines]
+
+
+def test_every_workflow_has_an_independent_health_check_job(tmp_path: Path) -> None:
+    """`health-check`: the same triggers (plus references/<name>.json), runner, image and docker flags as the
+    evaluation, `runner check SPEC --summary` with the report appended to the job summary also after a failure; exit 5
+    (a drift) fails it with an annotation; never `needs:` the evaluation."""
+    cases = every_workflow()
+    assert {name for name, _ in cases} >= set(SHIPPED) and len(cases) >= len(SHIPPED) + len(GOLDEN_CASES)
+    for name, text in cases:
+        workflow = yaml.safe_load(text)
+        spec_path, reference = f"specs/{name}.yaml", f"references/{name}.json"
+        on = workflow[True]
+        for event in ("push", "pull_request"):
+            if event in on:
+                assert reference in on[event]["paths"], (name, event)
+        assert "`health-check` job" in text.split("\nname:", 1)[0], name  # the header comment says what it is
+        job, evaluation = workflow["jobs"]["health-check"], workflow["jobs"][name]
+        assert "needs" not in job and "if" not in job and "strategy" not in job, name
+        assert job["name"] == f"{name}: canary check, runner check {spec_path}"
+        assert job["timeout-minutes"] == 30 and job["runs-on"] == evaluation["runs-on"], name
+        steps = {s.get("name"): s for s in job["steps"]}
+        assert all("${{" not in s.get("run", "") for s in job["steps"]), name
+        assert steps["Check out"]["with"]["persist-credentials"] is False
+        assert steps["Build the image"]["with"]["file"] == f"docker/Dockerfile.benchmark.{name}"
+        assert steps["Build the image"]["with"]["tags"] == "${{ env.IMAGE }}"
+        assert job["env"]["IMAGE"] != evaluation["env"]["IMAGE"]  # both may run on one machine
+        check = steps[f"runner check {spec_path}"]
+        assert check.get("env") == next(s for s in evaluation["steps"]
+                                        if s.get("name") == f"runner run {spec_path}").get("env"), name
+        assert steps["Remove the image"]["if"] == "always()"
+
+        # The container gets the evaluation's flags and secrets, the references read-only and the summary directory.
+        work = tmp_path / name
+        (work / "references").mkdir(parents=True)
+        (work / reference).write_text("{}")
+        env = {"IMAGE": "img", "CONTAINER": "ctr", "SHARD": "0/1", "RUNNER_TEMP": str(work / "temp"),
+               "GITHUB_WORKSPACE": str(work), "HF_TOKEN": "t", "API_KEY": "k"}
+        eval_step = next(s for s in evaluation["steps"] if s.get("name") == f"runner run {spec_path}")
+        [eval_call] = docker_calls(eval_step["run"], env)
+        code, out, [call] = run_script(check["run"], work, env)
+        assert code == 0 and "::error::" not in out, (name, out)
+        assert call[:2] == ["run", "--rm"] and call[call.index("img") + 1:] == [
+            "runner", "check", spec_path, "--summary", "/home/runner/check/summary.md"], call
+        assert call[2:call.index("img")] == eval_call[3:eval_call.index("img")] + [
+            "-v", f"{work}/references:/home/runner/app/references:ro",
+            "-v", f"{work}/temp/{name}-check:/home/runner/check"], call
+        assert (work / "temp" / f"{name}-check").stat().st_mode & 0o777 == 0o777  # the image's user writes there
+
+        # A drift (exit 5) fails the step with an annotation; other failures say their exit code.
+        code, out, _ = run_script(check["run"], work, env, docker_rc=5)
+        assert code == 5 and f"::error::behaviour diverged from {reference}" in out, (name, out)
+        code, out, _ = run_script(check["run"], work, env, docker_rc=2)
+        assert code == 2 and "::error::runner check failed (exit code 2)" in out, (name, out)
+        (work / reference).unlink()
+        code, out, calls = run_script(check["run"], work, env)
+        assert code == 1 and f"::error::{reference} is missing" in out and calls == [], (name, out)
+
+        # The report reaches the job summary, also when the check failed.
+        summary_step = steps["Job summary (runner check)"]
+        assert summary_step["if"] == "always()"
+        (work / "temp" / f"{name}-check" / "summary.md").write_text("## canaries\n\nobs changed at step 3\n")
+        (work / "summary").write_text("before\n")
+        code, out, _ = run_script(summary_step["run"], work, {**env, "GITHUB_STEP_SUMMARY": str(work / "summary")})
+        assert code == 0 and (work / "summary").read_text() == "before\n## canaries\n\nobs changed at step 3\n"
+        (work / "temp" / f"{name}-check" / "summary.md").unlink()
+        code, out, _ = run_script(summary_step["run"], work, {**env, "GITHUB_STEP_SUMMARY": str(work / "summary")})
+        assert code == 0 and "::warning::runner check wrote no summary" in out
 
 
 def test_every_action_is_pinned_by_sha_with_its_tag() -> None:
@@ -609,8 +699,9 @@ def test_hostile_argv_reaches_docker_unchanged() -> None:
 
     run = workflow_step(workflow, "hostile", "runner run specs/hostile.yaml")
     [call] = docker_calls(run["run"], env)
-    assert call[:len(head) + 2] == head[:1] + ["--name", "ctr-eval"] + head[1:]
-    argv = call[len(head) + 2:]
+    digest = ["-e", "RUNNER_IMAGE_DIGEST=sha256:digest"]  # the image's id: the fingerprint's image part
+    assert call[:len(head) + 4] == head[:1] + ["--name", "ctr-eval"] + head[1:2] + digest + head[2:]
+    argv = call[len(head) + 4:]
     assert argv[:5] == ["runner", "run", "specs/hostile.yaml", "--output-dir", "/tmp/eval-artifacts"]
     sets = argv[5:]
     assert sets[0::2] == ["--set"] * len(spec.ci.set)

@@ -20,7 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, episodes_of, kill_group, libero_test_assets, runner_run, served, write_spec_data
+from helpers import (
+    REPO,
+    episodes_of,
+    kill_group,
+    libero_test_assets,
+    one_error_line,
+    runner_run,
+    served,
+    write_spec_data,
+)
 
 from runner.envs import get_adapter
 from runner.policies.base import EpisodeStart
@@ -44,11 +53,14 @@ def peer(*args: str) -> subprocess.CompletedProcess:
 
 
 @contextlib.contextmanager
-def openpi_server(tmp_path: Path, *, horizon: int = 10, action_dim: int = 4) -> Iterator[tuple[str, Path]]:
-    """A policy server in the shape of openpi's (tests/openpi_peer.py serve); yields its URL and request log."""
+def openpi_server(tmp_path: Path, *, horizon: int = 10, action_dim: int = 4,
+                  metadata: dict | None = None) -> Iterator[tuple[str, Path]]:
+    """A policy server in the shape of openpi's (tests/openpi_peer.py serve), `metadata`'s keys added to its metadata;
+    yields its URL and request log."""
     port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
     proc = subprocess.Popen([str(OPENPI), str(PEER), "serve", "--port-file", str(port_file), "--log", str(log),
-                             "--horizon", str(horizon), "--action-dim", str(action_dim)],
+                             "--horizon", str(horizon), "--action-dim", str(action_dim),
+                             "--metadata", json.dumps(metadata or {})],
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -156,6 +168,37 @@ def test_an_openpi_server_error_ends_the_run_with_its_message(tmp_path):
     assert proc.returncode == 4
     assert f"the policy server at {url} reported an error: Traceback" in proc.stderr
     assert "KeyError: 'observation/state'" in proc.stderr and "retrying" not in proc.stderr
+
+
+# openpi's LIBERO inputs, as a server may declare them in its metadata (runner.contract's form)
+LIBERO_CONTRACT = {"inputs": {"observation/image": {"shape": [224, 224, 3]},
+                              "observation/wrist_image": {"shape": [224, 224, 3]}, "observation/state": {"shape": [8]}},
+                   "action_dim": 7, "chunk_size": 10}
+
+
+def test_an_openpi_server_declaring_other_inputs_is_refused_before_any_episode(tmp_path):
+    """A server whose metadata declares LIBERO's inputs and actions, asked to drive Meta-World: one message naming
+    both sides of each mismatch (the camera the request does not send, the state, the action), nothing run."""
+    spec = write_spec_data(tmp_path, {"install": {"env": {"MUJOCO_GL": "egl"}},
+                                      "env": {"type": "metaworld", "task": "push-v3", "max_steps": 20},
+                                      "policy": {"type": "random"}, "eval": {"n_episodes": 1, "videos": 0}},
+                           folder="specs")
+    mapping = {"observation/image": {"from": "pixels", "resize": [224, 224]}, "observation/state": "agent_pos",
+               "prompt": "task"}
+    with openpi_server(tmp_path, action_dim=7, metadata={"contract": LIBERO_CONTRACT}) as (url, log):
+        proc = run(spec, tmp_path / "out", "policy.type=remote", f"policy.url={url}",
+                   f"policy.kwargs={json.dumps({'request': mapping})}")
+        assert requests(log) == []
+    assert proc.returncode == 2, proc.stderr
+    line = one_error_line(proc)
+    server = f"the policy server at {url}"
+    assert f"{server} reads observation/wrist_image (224x224x3), which no env observation is mapped to; map the " \
+           "env's keys to the policy's with policy.kwargs.request" in line
+    assert f"{server} reads observation/state (8,) but env metaworld gives observation/state (4,) (its agent_pos)" \
+        in line
+    assert f"{server} returns actions of 7 numbers but env metaworld takes 4" in line
+    assert "reads observation/image" not in line  # resized by the request: any size fits
+    assert not (tmp_path / "out" / "episodes.jsonl").exists()
 
 
 @pytest.mark.slow

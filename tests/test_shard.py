@@ -235,7 +235,8 @@ def test_ci_shards_renders_a_matrix_and_a_merge_job():
         for s in job_data["steps"]:
             assert "${{" not in s.get("run", ""), s  # never an expression inside shell text
     single = yaml.safe_load(render_case("sharded")[".github/workflows/benchmark_single.yml"])
-    assert "strategy" not in single["jobs"]["single"] and list(single["jobs"]) == ["single"]
+    assert "strategy" not in single["jobs"]["single"] and list(single["jobs"]) == ["single", "health-check"]
+    assert list(workflow["jobs"]) == ["sharded", "sharded-merge", "health-check"]  # the check is one job, unsharded
 
 
 def test_ci_merge_step_merges_the_downloaded_shards(runs, tmp_path):

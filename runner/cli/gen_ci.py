@@ -12,8 +12,9 @@ from runner.errors import ConfigError, DriftError
 DESCRIPTION = """\
 Render, for each spec with ci.enabled, docker/Dockerfile.benchmark.<name> and its own workflow
 .github/workflows/benchmark_<name>.yml, using ROOT/templates/. A workflow runs when its benchmark's files
-change (its spec, the partials it extends, its generated files, ci.paths, install.code) or shared ones
-(runner/, schema/, templates/, pyproject.toml): editing one spec runs only its benchmark.
+change (its spec, the partials it extends, its generated files, references/<name>.json, ci.paths,
+install.code) or shared ones (runner/, schema/, templates/, pyproject.toml): editing one spec runs only its
+benchmark. Besides the evaluation, each workflow has a health-check job: `runner check` on the spec in the same image.
 Before rendering, every spec is checked like `runner validate` (an image that could not run its spec is
 never written).
 Generated files carry a `# @generated` header; commit them. Generated files that no spec produces any

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     write_text_atomic(out, text)
     say(f"wrote {out}; next: runner doctor {out} (what this machine lacks for it; runner install {out} puts it in "
-        f"a venv of its own), then runner run {out}")
+        f"a venv of its own), then runner run {out} (once it runs, runner check {out} --record writes the reference "
+        "its CI's drift check compares with)")
     return 0
 
 

@@ -6,8 +6,9 @@ The checks, in order; a check whose ground is missing is skipped, so only the ca
   packages   what this run imports (its env family's and policy type's distributions) is installed, at the
              install plan's versions; the rest of the install section (e.g. LeRobot from a shared partial when the
              run uses a scripted policy) is a note
-  simulator, policy, assets, tasks, load, rendering
-             the pre-run steps every run takes (runner.engine.preflight), each reported
+  simulator, policy, assets, tasks, load, contract, rendering
+             the pre-run steps every run takes (runner.engine.preflight), each reported (contract: the policy's
+             declared inputs and action size against what the env gives; the message says which side to change)
   episode    one env built, reset, the policy asked for one action, one step (and one video frame)
 
 `runner run` runs the same pre-run steps before it writes anything, and stops at the first failure with the
@@ -34,7 +35,8 @@ from runner.spec import Spec
 OK, FAIL, NOTE, SKIP = "ok", "FAIL", "note", "skip"
 # The pre-run steps each check builds on (a check whose ground failed is skipped).
 GROUND = {"simulator": (), "policy": (), "assets": ("simulator",), "tasks": ("simulator",), "load": ("policy",),
-          "rendering": ("simulator",), "episode": ("tasks", "assets", "load", "rendering")}
+          "contract": ("load",), "rendering": ("simulator",),
+          "episode": ("tasks", "assets", "load", "contract", "rendering")}
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ def run_checks(spec: Spec, *, episode: bool = True) -> Iterator[Check]:
     fixes: dict[str, str | Callable[[BaseException], str]] = {
         "simulator": install, "policy": _policy_fix(install), "assets": f"runner prepare {source}",
         "tasks": "check env.task (`runner list` shows the tasks)", "load": "check policy.path and policy.kwargs",
+        "contract": "",  # the message says which side to change, and how
         "rendering": "",  # the message says how
     }
     lacking = {"simulator": _lacking(env_needs, absent), "policy": _lacking(policy_needs, absent)}

@@ -34,12 +34,13 @@ from typing import Any
 from runner.engine.assign import SCHEDULES
 from runner.engine.plan import EpisodeJob, auto_batch_size, cpu_count, make_plan, render_threads
 from runner.engine.pool import close_slots, open_slots
+from runner.engine import fingerprint
 from runner.engine.preflight import BUILD, CHECKS, Preflight
 from runner.engine.scheduler import Scheduler, TraceEvent
 from runner.engine.signals import STOP_GRACE_S, stop_on_signals
 from runner.engine.worker import EpisodeResult, WorkerConfig
 from runner.errors import ConfigError, Interrupted, RunnerError, with_hint
-from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance
+from runner.results import ERROR, LEDGER_NAME, EpisodeRecord, Progress, RunFile, Shard, provenance, read_run_file
 from runner.results.rundir import RunDir, Session
 from runner.spec import Spec
 from runner.spec.derived import policy_label, run_identity
@@ -79,6 +80,7 @@ class RunOptions:
     progress_prefix: str = "[runner]"
     opened: Callable[[Path], None] | None = None  # told the results directory once it exists (not before)
     cpus: int | None = None  # CPUs the auto batch size may use (None: all of this process's)
+    task_limit: int | None = None  # only the plan's first N tasks (runner check's canaries), else every task
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and not 0 <= self.batch_size <= MAX_BATCH_SIZE:
@@ -130,7 +132,8 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     preflight = Preflight(spec)
     preflight.run(only=CHECKS)
     labels = {"env": spec.env.type, "task": spec.env.task, "policy": policy_label(spec)}
-    run_file = RunFile(spec.name, run_identity(spec), preflight.tasks, spec.eval.n_episodes, labels, options.shard,
+    tasks = preflight.tasks[:options.task_limit] if options.task_limit else preflight.tasks
+    run_file = RunFile(spec.name, run_identity(spec), tasks, spec.eval.n_episodes, labels, options.shard,
                        options.invocation, provenance=provenance.collect(spec, preflight.served))
     jobs = make_plan(run_file.plan, lambda t: preflight.adapter.max_steps(t, spec.env), options.shard)
     run_dir = RunDir(Path(out_dir), run_file, fresh=options.fresh_dir)
@@ -138,6 +141,9 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
     prepared = preflight.run(only=BUILD)
     policy = prepared.policy
     try:
+        run_dir.run = dataclasses.replace(run_file, fingerprint=fingerprint.collect(
+            spec, prepared.adapter, prepared.renderer, prepared.obs_keys, run_file.provenance or {}, policy.runtime()))
+        _warn_if_resumed_elsewhere(run_dir, options)
         per_env = policy.per_env() if options.policy_in_workers is not False else None
         videos = spec.eval.videos > 0
         requested = options.batch_size if options.batch_size is not None else spec.eval.batch_size
@@ -189,6 +195,23 @@ def evaluate(spec: Spec, out_dir: Path, options: RunOptions = RunOptions()) -> E
                       run_file=session.run, batch_reason=choice.reason if choice else None,
                       rendering=prepared.rendering, render_threads=threads, videos=run.videos, video_s=run.video_s,
                       episodes_s=run.episodes_s)
+
+
+def _warn_if_resumed_elsewhere(run_dir: RunDir, options: RunOptions) -> None:
+    """A resumed run whose earlier sessions recorded another benchmark fingerprint: its episodes may not be comparable
+    with this session's (run.json keeps the newest fingerprint)."""
+    from runner.results.fingerprint import described_differences
+
+    if options.fresh_dir or options.resume is False:
+        return
+    try:
+        previous = read_run_file(run_dir.path)
+    except RunnerError:
+        return  # RunDir refuses it with its own message
+    if previous is None or previous.hash != run_dir.run.hash:
+        return
+    for line in described_differences(previous.fingerprint, run_dir.run.fingerprint):
+        (options.warn or _stderr)(f"warning: the run's earlier episodes ran on another benchmark fingerprint: {line}")
 
 
 def resume_hint(run: RunFile, out_dir: Path) -> str:
@@ -290,7 +313,7 @@ def _record(job: EpisodeJob, **fields: Any) -> EpisodeRecord:
 def to_record(job: EpisodeJob, result: EpisodeResult) -> EpisodeRecord:
     return _record(job, steps=result.steps, sum_reward=result.sum_reward, max_reward=result.max_reward,
                    success=result.success, wall_s=result.wall_s, video_path=result.video_path,
-                   success_reported=result.success_reported)
+                   success_reported=result.success_reported, init_state=result.init_state)
 
 
 def error_record(job: EpisodeJob, reason: str, wall_s: float) -> EpisodeRecord:

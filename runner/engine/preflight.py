@@ -7,11 +7,16 @@ The steps, in order (cheapest first; each does one check and returns a line sayi
   assets     the adapter's `preflight()` (e.g. LIBERO's assets)
   tasks      the tasks `env.task` names
   load       the policy is built (weights loaded, a served policy's account taken)
+  contract   what the policy declares it reads and returns (`Policy.contract()`: a checkpoint's input and output
+             features, a policy server's metadata) against what the spec's env gives (`EnvAdapter.provides()`, from the
+             spec alone): a camera it reads that the env does not give, an image of another size that the policy does
+             not resize, another state or action size stop the run with one message naming both sides; a side that
+             declares nothing is not checked, and the line says so
   rendering  offscreen OpenGL works when the run renders (one frame in a throwaway process)
 
 `Preflight(spec).run()` runs them all and returns a `Prepared`, or raises the first problem; `runner run`
 (runner.engine.evaluation), `runner doctor` (runner.engine.doctor: each step reported, those whose ground failed
-skipped) and `runner serve` (the policy's two steps only) all go through it.
+skipped) and `runner serve` (the policy's steps only: policy, load and contract) all go through it.
 """
 
 from __future__ import annotations
@@ -29,10 +34,10 @@ from runner.spec import Spec
 from runner.spec.derived import apply_environment
 from runner.text import visible
 
-STEPS = ("simulator", "policy", "assets", "tasks", "load", "rendering")
+STEPS = ("simulator", "policy", "assets", "tasks", "load", "contract", "rendering")
 CHECKS = STEPS[:4]  # cheap: a run checks its output directory after these, before the policy loads
 BUILD = STEPS[4:]
-POLICY_STEPS = ("policy", "load")  # runner serve: nothing of the env
+POLICY_STEPS = ("policy", "load", "contract")  # runner serve: the env only as the spec describes it
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,8 @@ class Preflight:
     def steps(self) -> dict[str, Callable[[], str]]:
         """name -> the step, in order."""
         return {"simulator": self.simulator, "policy": self.check_policy, "assets": self.assets,
-                "tasks": self.list_tasks, "load": self.load, "rendering": self.check_rendering}
+                "tasks": self.list_tasks, "load": self.load, "contract": self.check_contract,
+                "rendering": self.check_rendering}
 
     def run(self, only: tuple[str, ...] = STEPS) -> Prepared:
         """The steps named in `only`, in order (a caller may run them in parts, e.g. CHECKS then BUILD); the first
@@ -152,6 +158,22 @@ class Preflight:
         start = time.perf_counter()
         self.policy = make_policy(self.spec.policy, self.spec.env)
         return f"{self.describe_policy()} loaded in {time.perf_counter() - start:.1f} s"
+
+    def check_contract(self) -> str:
+        from runner.contract import compare
+        from runner.errors import ConfigError, RunnerError
+
+        family = self.spec.env.type
+        adapter = self.adapter
+        if adapter is None:  # runner serve, or doctor after the simulator failed: the spec alone, no simulator
+            try:
+                adapter = get_adapter(family)
+            except RunnerError as exc:  # an env family (a plugin) not installed where the policy is served
+                return f"env {family} unknown here ({exc}): not checked"
+        verdict = compare(self.policy.contract(), adapter.provides(self.spec.env), family)
+        if not verdict.ok:
+            raise ConfigError(verdict.message())
+        return verdict.line()
 
     def check_rendering(self) -> str:
         keys = observation_keys(self.policy)  # no policy (doctor, after it failed to load): every key

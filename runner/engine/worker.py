@@ -87,6 +87,7 @@ class EpisodeResult:
     video_path: str | None
     success_reported: bool = True  # whether the env said, at some step, whether the task succeeded
     video_s: float = 0.0  # of wall_s: rendering the video's frames, handing them to the encoder, finishing the file
+    init_state: str | None = None  # the state right after reset, `<kind>:<hash>` (runner.envs.state)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class EpisodeRunner:
         self._t0 = 0.0
         self._video: Any = None
         self._video_s = 0.0
+        self._init_state: str | None = None
 
     def handle(self, command: str, payload: Any) -> tuple[str, Any]:
         """One message in, one reply out; exceptions become ("error", ErrorInfo)."""
@@ -196,6 +198,7 @@ class EpisodeRunner:
         self.job = job
         self._t0 = time.perf_counter()
         observation, info = self.env.reset(seed=job.seed, options={"episode_index": job.index})
+        self._init_state = self.adapter.state(self.env, observation).digest
         self._rewards, self._steps, self._success, self._reported = [], 0, False, False
         self._video_s = 0.0
         if job.video_path is not None:
@@ -307,6 +310,7 @@ class EpisodeRunner:
             video_path=video_path,
             success_reported=self._reported,
             video_s=self._video_s,
+            init_state=self._init_state,
         )
         self.job = None
         return result

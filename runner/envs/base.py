@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from runner.errors import ConfigError
+from runner.envs.state import SimState, default_state
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef, repeated_item
 
@@ -74,6 +75,12 @@ class EnvAdapter:
         offscreen GL first (runner.envs.gl). Default: it never does."""
         return False
 
+    def provides(self, env: EnvSpec) -> Any:
+        """A `runner.contract.EnvProvides`: what the env gives the policy (observation keys after camera_name_mapping,
+        with shapes, and the action size), known from the spec alone without importing the simulator; the pre-run
+        "contract" step checks the policy's declared inputs against it. Default: None (unknown: not checked)."""
+        return None
+
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         """Episode length cap: `env.max_steps` or the benchmark's own limit."""
         raise NotImplementedError
@@ -89,6 +96,19 @@ class EnvAdapter:
         given (linked, or copied with `copy`), saying what it does with `say`. Returns False when there is nothing
         to prepare (the default: the family's package ships what it needs)."""
         return False
+
+    def state(self, env: TaskEnv, observation: Any) -> SimState:
+        """The simulator's state now; called right after `reset()` in the worker, its digest is the episode's
+        initial state in the ledger (runner.envs.state). Default: MuJoCo's full physics state when the env is built
+        on MuJoCo (found on the env or the env it wraps), else the observation. A family with task state outside
+        the simulator (a goal drawn at reset) appends it."""
+        return default_state(env, observation)
+
+    def asset_dirs(self, env: EnvSpec) -> dict[str, Path]:
+        """The directories of data files the family loads (scenes, meshes, task files), by name; their content is
+        hashed into the run's fingerprint (runner.engine.fingerprint; cached, so a run pays for it once per asset
+        set). Default: none (the family's package holds nothing that is not code)."""
+        return {}
 
 
 REQUIRED_HOOKS = ("tasks", "max_steps", "make")

@@ -16,6 +16,8 @@ possibly of different tasks. A policy therefore keeps any per-episode state *per
 - `per_env()`: a picklable factory of a `PerEnvPolicy` (cheap policies: scripted experts, random), which the
   engine may run inside each worker instead of round-tripping every step through the main process (identical
   episodes); `preload` names modules the workers then need (imported once in the forkserver);
+- `contract()`: what it declares it reads and returns (runner.contract: inputs with shapes, action size, chunking),
+  checked against what the spec's env gives before the first episode (None: declares nothing, nothing is checked);
 - `release(slot)`, `close()`.
 
 Raise `runner.errors.RunnerError` subclasses for user mistakes (they are shown as they are); any other
@@ -33,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from runner.adapters import hook_problems
+from runner.contract import PolicyContract
 from runner.errors import ConfigError
 from runner.tasks import TaskRef
 
@@ -101,6 +104,16 @@ class Policy:
         from the policy's state; None (the default) when there are none."""
         return None
 
+    def runtime(self) -> dict[str, Any]:
+        """How a learned policy computes (device, dtype, determinism settings), for the run's fingerprint
+        (runner.engine.fingerprint: its stack part). Default: {} (nothing beyond its identity)."""
+        return {}
+
+    def contract(self) -> PolicyContract | None:
+        """What it declares it reads and returns (runner.contract), checked against what the spec's env gives before
+        the first episode. Default: None (declares nothing: nothing is checked)."""
+        return None
+
     def release(self, slot: int) -> None:
         """Forget a slot's state (`runner serve`: its client went away). Default: nothing."""
 
@@ -148,11 +161,13 @@ class PerEnvBatch(Policy):
     """A batched `Policy` made of one `PerEnvPolicy` per slot (built lazily by `factory`)."""
 
     def __init__(self, factory: Callable[[], PerEnvPolicy], observation_keys: frozenset[str] | None,
-                 *, offer_per_env: bool = True, preload: tuple[str, ...] = ()) -> None:
+                 *, offer_per_env: bool = True, preload: tuple[str, ...] = (),
+                 contract: PolicyContract | None = None) -> None:
         self.factory = factory
         self.observation_keys = observation_keys
         self.offer_per_env = offer_per_env
         self.preload = preload  # modules worker processes may import up front (no GL context or thread at import)
+        self._contract = contract
         self._slots: dict[int, PerEnvPolicy] = {}
 
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
@@ -168,6 +183,15 @@ class PerEnvBatch(Policy):
 
     def per_env(self) -> Callable[[], PerEnvPolicy] | None:
         return self.factory if self.offer_per_env else None
+
+    def runtime(self) -> dict[str, Any]:
+        """How a learned policy computes (device, dtype, determinism settings), for the run's fingerprint
+        (runner.engine.fingerprint: its stack part). Default: {} (nothing beyond its identity)."""
+        return {}
+
+    def contract(self) -> PolicyContract | None:
+        """What the per-env policies declare (given when the batch was made)."""
+        return self._contract
 
     def release(self, slot: int) -> None:
         """Forget a slot's policy (a server's client went away)."""

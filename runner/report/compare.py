@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 
 from runner.report import stats
 from runner.report.load import ReportError, RunResults
+from runner.results.fingerprint import BENCHMARK_ONLY, described_differences, initial_state_mismatches
 from runner.results.records import EpisodeRecord
 from runner.results.runfile import spec_changes
 from runner.text import visible
@@ -181,6 +182,7 @@ def _require_pairs(a: RunResults, b: RunResults) -> None:
     by_name = _by_name(a, b)
     ka, kb = set(_keys(a, by_name)), set(_keys(b, by_name))
     if ka == kb:
+        _require_same_starts(a, b, by_name)
         return
     problems = []
     seeds = (a.run.identity["eval"]["seed"], b.run.identity["eval"]["seed"])
@@ -203,12 +205,37 @@ def _require_pairs(a: RunResults, b: RunResults) -> None:
                       "for an unpaired test (much less sensitive)")
 
 
+def _require_same_starts(a: RunResults, b: RunResults, by_name: bool) -> None:
+    """Same seed must mean same start: pairs whose recorded initial states differ are no pairs."""
+    ra, rb = _keys(a, by_name), _keys(b, by_name)
+    pairs = [(ra[k], rb[k]) for k in sorted(ra, key=lambda k: ra[k].key)]
+    known, n_differ, differ = initial_state_mismatches(pairs)
+    if not n_differ:
+        return
+    first = "; ".join(f"{x.task} episode {x.episode_index} (seed {x.seed}): {x.init_state} vs {y.init_state}"
+                      for x, y in differ[:3])
+    parts = [line.split(":", 1)[0] for line in
+             described_differences(a.run.fingerprint, b.run.fingerprint, ignore=BENCHMARK_ONLY)]
+    raise ReportError(f"compare: the runs share their seeds but not their initial states: {n_differ} of {known} "
+                      f"episode pairs start from different states (first: {visible(first, 600)})"
+                      + (f"; their fingerprints differ in: {', '.join(parts)}" if parts else "")
+                      + ". The benchmark changed between them (docs/trust.md); pass --unpaired for an unpaired test "
+                      "(much less sensitive)")
+
+
 def _few(items: Sequence[str], n: int = 5) -> str:
     return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 def _warnings(a: RunResults, b: RunResults) -> list[str]:
     out = []
+    missing = [r.path for r in (a, b) if r.records and not any(x.init_state for x in r.records)]
+    if missing:
+        out.append("initial states not recorded in " + ", ".join(visible(p, 200) for p in missing)
+                   + " (written by an older runner): pairs are matched by seed alone")
+    if a.run.fingerprint and b.run.fingerprint:  # what differs, part by part (the spec's env and the stack too)
+        return out + ["the benchmark fingerprints differ in " + visible(line, 600) for line in
+                      described_differences(a.run.fingerprint, b.run.fingerprint, ignore=BENCHMARK_ONLY)]
     env_a, env_b = a.run.identity.get("env"), b.run.identity.get("env")
     if env_a != env_b:
         changes = spec_changes({"env": env_a}, {"env": env_b})

@@ -14,6 +14,7 @@ from runner.report import plots
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
 from runner.results.formats import interval, pct, reward
+from runner.results.fingerprint import initial_states_line
 from runner.results.provenance import described
 from runner.text import escape, visible
 
@@ -63,6 +64,7 @@ def render(runs: Sequence[RunResults], out_file: Path, comparison: Comparison | 
     for k, run in enumerate(runs):
         parts.append(_header(run, k if len(runs) > 1 else None))
     if len(runs) > 1:
+        parts.append(_fingerprint_differences(runs))
         parts.append(_leaderboard(runs))
     parts.append(_success_section(runs))
     for k, run in enumerate(runs):
@@ -104,6 +106,7 @@ def _header(run: RunResults, index: int | None) -> str:
         rows += [(key, e(text)) for key, text in described(prov).items()]
     else:
         rows.append(("provenance", "not recorded (written by an older runner)"))
+    rows += _fingerprint_rows(run)
     heading = f"<h2>Run {index + 1}: {e(run.name)}</h2>" if index is not None else ""
     warn = ""
     if run.missing or r.state != "complete":
@@ -111,6 +114,29 @@ def _header(run: RunResults, index: int | None) -> str:
                 "cover the recorded episodes only.</p>")
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)
     return f'{heading}{warn}<table class="meta">{body}</table>'
+
+
+def _fingerprint_rows(run: RunResults) -> list[tuple[str, str]]:
+    """The benchmark fingerprint, part by part, and how many episodes recorded their initial state."""
+    fp = run.run.fingerprint
+    if not fp:
+        return [("fingerprint", "not recorded (written by an older runner)")]
+    parts = "".join(f"<br><code>{e(name)} {e(str(p.get('hash', '')))}</code> {e(str(p.get('summary', '')))}"
+                    for name, p in (fp.get("parts") or {}).items())
+    return [("fingerprint", f"<code>{e(str(fp.get('hash', '')))}</code>{parts}"),
+            ("initial states", e(initial_states_line(run.records)))]
+
+
+def _fingerprint_differences(runs: Sequence[RunResults]) -> str:
+    """Where a run's benchmark differs from the first run's (its policy aside): the numbers may not be comparable."""
+    from runner.results.fingerprint import BENCHMARK_ONLY, described_differences
+
+    first = runs[0].run.fingerprint
+    notes = [f"Run {k + 1} ({e(run.name)}) was measured on another benchmark than run 1: "
+             + e("; ".join(described_differences(first, run.run.fingerprint, ignore=BENCHMARK_ONLY)))
+             for k, run in enumerate(runs[1:], start=1)
+             if described_differences(first, run.run.fingerprint, ignore=BENCHMARK_ONLY)]
+    return "".join(f'<p class="warn">{note} (docs/trust.md)</p>' for note in notes)
 
 
 def _success_rule(identity: dict[str, Any]) -> str:

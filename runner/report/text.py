@@ -8,6 +8,7 @@ from typing import Any
 from runner.report.compare import Comparison, format_p
 from runner.report.load import RunResults
 from runner.results.formats import interval, pct, reward
+from runner.results.fingerprint import initial_states_line
 from runner.results.provenance import described
 from runner.text import visible
 
@@ -33,7 +34,8 @@ def markdown(runs: Sequence[RunResults], comparison: Comparison | None = None) -
                   f"**{o['n_successes']}/{o['n_episodes']} = {_pct(o)} %** {interval(o)} (Wilson 95 %)"
                   + (f", {o['n_errors']} errors" if o["n_errors"] else "")
                   + (f", **{run.missing} episodes missing ({_md(run.run.state)})**" if run.missing else "")
-                  + f"; {run.run.eval_s:.0f} s", "", provenance_line(run.run.provenance), ""]
+                  + f"; {run.run.eval_s:.0f} s", "", provenance_line(run.run.provenance), "",
+                  fingerprint_line(run), ""]
         if len(runs) == 1:
             lines += ["| task | name | success | % | 95 % CI | avg sum reward | errors |",
                       "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -58,6 +60,15 @@ def markdown(runs: Sequence[RunResults], comparison: Comparison | None = None) -
     if comparison is not None:
         lines += comparison_markdown(comparison)
     return "\n".join(lines) + "\n"
+
+
+def fingerprint_line(run: RunResults) -> str:
+    """The fingerprint's hash and its parts' hashes, and the initial states recorded: one line."""
+    fp = run.run.fingerprint
+    if not fp:
+        return "fingerprint: not recorded (written by an older runner)"
+    parts = ", ".join(f"{name} {p.get('hash', '')}" for name, p in (fp.get("parts") or {}).items())
+    return _md(f"fingerprint {fp.get('hash', '')} ({parts}); initial states: {initial_states_line(run.records)}", 2000)
 
 
 def provenance_line(prov: dict[str, Any] | None) -> str:

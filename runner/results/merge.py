@@ -30,6 +30,7 @@ from typing import Any
 
 from runner.errors import RunnerError
 from runner.results.coverage import Coverage, Key, cover, describe_keys, refusals
+from runner.results.fingerprint import described_differences
 from runner.results.ledger import LEDGER_NAME, load_ledger
 from runner.results.locations import shards_parent
 from runner.results.outputs import EVAL_INFO_NAME, METRICS_NAME, OutputError, write_outputs, write_text_atomic
@@ -102,6 +103,11 @@ def merge(dirs: Sequence[Path], out_dir: Path | None, *, merged_from: Sequence[s
         places = sorted({str(sources[i].path) for k in keys for i in coverage.duplicates[k]})
         warnings.append(f"{len(keys)} duplicate episode(s), recorded more than once with identical results "
                         f"({describe_keys(keys)}; in {', '.join(places)}): one of each is kept")
+    printed = [s for s in sources if s.run.fingerprint]
+    for source in printed[1:]:
+        for line in described_differences(printed[0].run.fingerprint, source.run.fingerprint):
+            warnings.append(f"{source.path} ran on another benchmark fingerprint than {printed[0].path}: {line} "
+                            "(its episodes may not be comparable with the others'; run.json keeps the first's)")
     names = [str(d) for d in dirs] if merged_from is None else list(merged_from)
     eval_info = _write(out_dir, run, coverage, videos, sources, names)
     return Merged(out_dir, eval_info, coverage.records, warnings)
@@ -252,8 +258,10 @@ def _stage(stage: Path, run: RunFile, coverage: Coverage, videos: list[tuple[Pat
         eval_info, _ = write_outputs(stage, records=coverage.records, tasks=run.tasks, eval_s=eval_s,
                                      **run.labels)
         provenance = next((s.run.provenance for s in sources if s.run.provenance), None)  # the first shard's
+        fingerprint = next((s.run.fingerprint for s in sources if s.run.fingerprint), None)
         write_run_file(stage, RunFile(run.spec_name, run.identity, run.tasks, run.n_episodes, run.labels, None,
-                                      run.invocation, COMPLETE, eval_s, tuple(merged_from), provenance=provenance))
+                                      run.invocation, COMPLETE, eval_s, tuple(merged_from), provenance=provenance,
+                                      fingerprint=fingerprint))
     except OutputError as exc:
         raise MergeError(f"merge: {exc}; nothing was written") from None
     return eval_info

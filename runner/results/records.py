@@ -31,6 +31,8 @@ class EpisodeRecord:
     status: str = OK
     error: str | None = None
     success_reported: bool = True  # false: the env never said whether the task succeeded (written only then)
+    init_state: str | None = None  # `<kind>:<hash>` of the state right after reset (runner.envs.state); None in
+    #                                ledgers written before it and for episodes that could not be run
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -64,6 +66,10 @@ class EpisodeRecord:
         for name in ("video_path", "error"):
             if data[name] is not None:
                 data[name] = str(data[name])
+        if data["init_state"] is None:
+            del data["init_state"]  # written only when known: older ledgers read the same
+        else:
+            data["init_state"] = str(data["init_state"])
         return data
 
     @classmethod

@@ -27,7 +27,8 @@ from runner.tasks import TaskRef, plan_size_problem
 from runner.text import visible
 
 RUN_NAME = "run.json"
-FORMAT = 1
+FORMAT = 2  # 2: "fingerprint" and, in the ledger, each episode's "init_state"
+FORMATS = (1, 2)  # what is read: a run directory written before them resumes, merges and reports as it did
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 MAX_SHARDS = 100_000
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -90,6 +91,8 @@ def spec_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     out = []
     for key in sorted(set(flat_old) | set(flat_new)):
         a, b = flat_old.get(key, missing), flat_new.get(key, missing)
+        if any(x is missing for x in (a, b)) and any(x == {} for x in (a, b)):
+            continue  # an empty mapping on one side, its new keys on the other: those keys say it
         if a != b:
             show = lambda v: "(unset)" if v is missing else json.dumps(v)  # noqa: E731
             out.append(f"{key}: {show(a)} -> {show(b)}")
@@ -121,6 +124,7 @@ class RunFile:
     merged_from: tuple[str, ...] = ()  # for `runner merge` outputs: the directories merged
     hash: str = field(default="")
     provenance: dict[str, Any] | None = None  # runner.results.provenance; None in run.json files written before it
+    fingerprint: dict[str, Any] | None = None  # runner.results.fingerprint; None in run files of format 1
 
     def __post_init__(self) -> None:
         if not self.hash:
@@ -147,6 +151,7 @@ class RunFile:
             "merged_from": list(self.merged_from),
             "spec": self.identity,
             **({} if self.provenance is None else {"provenance": self.provenance}),
+            **({} if self.fingerprint is None else {"fingerprint": self.fingerprint}),
         }
 
     @classmethod
@@ -165,6 +170,7 @@ class RunFile:
             merged_from=tuple(data.get("merged_from") or ()),
             hash=data["spec_hash"],
             provenance=data.get("provenance"),
+            fingerprint=data.get("fingerprint"),
         )
 
     @property
@@ -208,8 +214,8 @@ def read_run_file(out_dir: Path) -> RunFile | None:
         if len(raw) > MAX_RUN_FILE_BYTES:
             raise ValueError(f"larger than {MAX_RUN_FILE_BYTES >> 20} MiB")
         data = strict_loads(raw.decode("utf-8"))
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"not a runner run file (format {FORMAT})")
+        if not isinstance(data, dict) or data.get("format") not in FORMATS:
+            raise ValueError(f"not a runner run file (format {' or '.join(map(str, FORMATS))})")
         problems = schema_problems(data, RUN, RUN_NAME)
         if problems:
             raise ValueError(problems[0].removeprefix(f"{RUN_NAME}: ")

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from runner import contract
 from runner.errors import ConfigError, RunnerError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, stack_observations
 from runner.policies.remote import protocol, wire
@@ -158,7 +159,8 @@ class PolicyServer:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner-policy")
         keys = policy.observation_keys
         self.metadata = protocol.metadata(policy=identity, observation_keys=None if keys is None else frozenset(keys),
-                                          max_batch=options.max_batch, version=__version__)
+                                          max_batch=options.max_batch, version=__version__,
+                                          contract=contract.to_data(policy.contract()))
         self.batcher: Batcher | None = None
 
     # -- HTTP before the handshake: health, stats, auth, capacity -------------------------------------------

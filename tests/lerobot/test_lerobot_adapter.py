@@ -188,7 +188,8 @@ def test_rename_map_routes_the_camera(policy_dirs, world) -> None:
 
 
 def test_feature_mismatch_fails_before_any_step(policy_dirs, tmp_path: Path) -> None:
-    """`runner run` with the camera1 policy and no rename_map: exit 2, one message naming both keys."""
+    """`runner run` with the camera1 policy and no rename_map: exit 2, one message naming both keys (the pre-run
+    contract step's; tests/lerobot/test_lerobot_contract.py has more)."""
     out = tmp_path / "out"
     proc = runner_run("specs/metaworld.yaml", out, f"policy.path={policy_dirs['camera1']}", "policy.rename_map={}",
                       "policy.empty_cameras=0", "policy.device=cpu", f"env.task={TASK}", "eval.n_episodes=1",
@@ -196,8 +197,8 @@ def test_feature_mismatch_fails_before_any_step(policy_dirs, tmp_path: Path) -> 
                       timeout=600)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "missing observation.images.camera1" in proc.stderr
-    assert "extra observation.image" in proc.stderr
+    assert "the checkpoint reads observation.images.camera1 (3x480x480) but env metaworld gives observation.image " \
+           "(3x480x480)" in proc.stderr
     assert "rename_map: {observation.image: observation.images.camera1}" in proc.stderr
     ledger = out / "episodes.jsonl"
     assert not ledger.exists() or ledger.read_text() == ""

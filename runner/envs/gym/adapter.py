@@ -36,6 +36,7 @@ from runner.envs.base import (
     wants,
 )
 from runner.envs.gym import GROUP, TEXT_KWARG, quiet_import, registered, renders_with_mujoco
+from runner.envs.state import SimState, find_mujoco, mujoco_state, observation_state
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
@@ -68,6 +69,17 @@ class GymAdapter(EnvAdapter):
         # "error: XDG_RUNTIME_DIR is invalid" on every headless run. A driver the user chose is kept.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         return GymTaskEnv(task, env, obs_keys, video)
+
+    def provides(self, env: EnvSpec) -> None:
+        """Unknown: a Gym env's spaces are known only once it is built, which can load a simulator in the main process
+        (gym-aloha builds a MuJoCo scene); the policy's first step checks what it gets instead."""
+        return None
+
+    def state(self, env: TaskEnv, observation: Any) -> SimState:
+        """MuJoCo's physics for an env built on MuJoCo, else the env's whole latest observation (not only the keys
+        the policy reads)."""
+        found = find_mujoco(env)
+        return mujoco_state(*found) if found else observation_state(getattr(env, "raw_observation", observation))
 
     def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
         """MuJoCo-based ids that render: always for a package built on MuJoCo (gym-aloha), when the run renders for
@@ -147,11 +159,13 @@ class GymTaskEnv(TaskEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         options = {k: v for k, v in (options or {}).items() if k != "episode_index"} or None  # runner's, not the env's
         obs, info = self._env.reset(seed=seed, options=options)
+        self.raw_observation = obs  # the whole of it, whatever the policy reads (GymAdapter.state)
         self._return = 0.0
         return self._observation(obs), dict(info)
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self._env.step(action)
+        self.raw_observation = obs
         info = dict(info)
         self._return += float(reward)
         success = self._success(info, bool(terminated), bool(truncated))

@@ -53,6 +53,7 @@ from runner.envs.base import (
     wants,
 )
 from runner.adapters import option_defaults
+from runner.contract import EnvProvides
 from runner.envs.libero import DEFAULT_CAMERA_NAMES, FAMILY, LIBERO_CAMERAS, LIBERO_SUITES
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
@@ -62,6 +63,8 @@ INSTALL = "pip install 'runner[libero]' (hf-libero==0.1.4; .ci/setup-libero.sh i
 CONTROL_FPS = 20  # LIBERO's robosuite controller rate (LeRobot's `fps`)
 SETTLE_STEPS = 10  # LeRobot's `num_steps_wait`
 NOOP_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+STATE_SIZE = 8  # agent_pos: eef position 3 + axis-angle 3 + gripper qpos 2 (LeRobot's)
+ACTION_SIZE = len(NOOP_ACTION)  # eef delta 6 + gripper
 DEFAULT_MAX_STEPS = 500  # LeRobot's default for a suite missing from its table
 CAMERAS = LIBERO_CAMERAS  # LeRobot's observation names; robosuite's camera = name minus "_image"
 KWARGS: dict[str, Any] = option_defaults(FAMILY)  # env.kwargs' defaults, from the family's kwargs schema
@@ -103,6 +106,18 @@ class LiberoAdapter(EnvAdapter):
     def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
         return renders(obs_keys, video)
 
+    def provides(self, env: EnvSpec) -> EnvProvides:
+        """The cameras of env.kwargs.camera_name by their names (image, image2 unless camera_name_mapping renames
+        them), agent_pos 8, the simulator state (its size known only once built), actions of 7."""
+        opts = options(env)
+        size = (int(opts["observation_height"]), int(opts["observation_width"]), 3)
+        mapping = dict(env.camera_name_mapping)
+        cameras = {f"{PIXELS}.{mapping.get(c, DEFAULT_CAMERA_NAMES[c])}": c for c in camera_list(opts["camera_name"])}
+        return EnvProvides({**{key: size for key in cameras}, AGENT_POS: (STATE_SIZE,), ENV_STATE: None},
+                           action_dim=ACTION_SIZE, cameras=cameras,
+                           image_size=("env.kwargs.observation_height", "env.kwargs.observation_width"),
+                           note="after env.camera_name_mapping" if mapping else "")
+
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         if env.max_steps is not None:
             return env.max_steps
@@ -112,6 +127,12 @@ class LiberoAdapter(EnvAdapter):
         opts = options(env)
         assets = find_assets(opts["assets_dir"])
         return LiberoTaskEnv(task, opts, dict(env.camera_name_mapping), obs_keys, video, assets)
+
+    def asset_dirs(self, env: EnvSpec) -> dict[str, Path]:
+        """The task files (BDDL), the stored init states and the asset tree (scenes, meshes, textures)."""
+        root = package_root()
+        return {"libero/bddl_files": root / "bddl_files", "libero/init_files": root / "init_files",
+                "libero/assets": find_assets(options(env)["assets_dir"])}
 
     def prepare(self, env: EnvSpec, *, assets_from: Path | None = None, copy: bool = False,
                 say: Callable[[str], None] = print) -> bool:
@@ -151,8 +172,7 @@ def config_dir() -> Path:
     given = os.environ.get(CONFIG_ENV)
     if given:
         return Path(given).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "runner" / "libero"
+    return _own_config_dir()
 
 
 def ensure_config() -> Path:
@@ -170,9 +190,9 @@ def ensure_config() -> Path:
         directory = config_dir()
         os.environ[CONFIG_ENV] = str(directory)
         path = directory / "config.yaml"
-    if path.is_file():
-        return path
     root = package_root()
+    if path.is_file() and _points_at(path, root, own=directory == _own_config_dir()):
+        return path
     config = {
         "benchmark_root": str(root),
         "bddl_files": str(root / "bddl_files"),
@@ -187,6 +207,27 @@ def ensure_config() -> Path:
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)  # atomic: parallel workers never read a half-written file
     return path
+
+
+def _points_at(path: Path, root: Path, *, own: bool) -> bool:
+    """Whether a config.yaml can stay: its task files exist and, in runner's own directory (shared by every venv and
+    checkout of this user), are this hf-libero's. One written for a removed venv would fail every task to load."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    named = {key: Path(str(config.get(key, ""))) for key in ("bddl_files", "init_states")}
+    if own:
+        return named == {"bddl_files": root / "bddl_files", "init_states": root / "init_files"}
+    return all(p.is_dir() for p in named.values())
+
+
+def _own_config_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runner" / "libero"
 
 
 def asset_candidates(assets_dir: str | os.PathLike | None) -> list[tuple[str, Path | None]]:
@@ -421,7 +462,7 @@ class LiberoTaskEnv(TaskEnv):
         )
         self._env.reset()  # as LeRobot's first use of an env (its `_ensure_env`)
         self._raw: dict[str, Any] = {}
-        self.action_space = spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_SIZE,), dtype=np.float32)
         self.observation_space = self._observation_space(height, width)
 
     def _observation_space(self, height: int, width: int) -> spaces.Dict:
@@ -430,7 +471,7 @@ class LiberoTaskEnv(TaskEnv):
             image = spaces.Box(0, 255, (height, width, 3), np.uint8)
             parts[PIXELS] = spaces.Dict({self._names[c]: image for c in self._observed})
         if wants(self.obs_keys, AGENT_POS):
-            parts[AGENT_POS] = spaces.Box(-np.inf, np.inf, (8,), np.float32)
+            parts[AGENT_POS] = spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
         if wants(self.obs_keys, ENV_STATE):
             size = int(np.asarray(self._env.get_sim_state()).size)
             parts[ENV_STATE] = spaces.Box(-np.inf, np.inf, (size,), np.float64)

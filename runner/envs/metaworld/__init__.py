@@ -44,6 +44,7 @@ def pixel_names(env: Mapping[str, Any]) -> tuple[str, ...] | None:
 FAMILY = EnvFamily(
     name="metaworld",
     runtime="runner.envs.metaworld.adapter:MetaWorldAdapter",
+    reference_policy="scripted",
     summary="Meta-World v3: 50 tasks (groups easy, medium, hard, very_hard, mt50), as LeRobot builds them",
     title="Meta-World",
     item_name="task or group",

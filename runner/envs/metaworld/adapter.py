@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import pickle
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,8 +39,10 @@ from runner.envs.base import (
     wants,
 )
 from runner.adapters import option_defaults
+from runner.contract import EnvProvides
 from runner.envs.metaworld import FAMILY, task_names
 from runner.envs.metaworld.catalog import METAWORLD_TASKS
+from runner.envs.state import SimState, mujoco_state
 from runner.errors import ConfigError, MissingDependencyError
 from runner.spec import EnvSpec
 from runner.tasks import TaskRef
@@ -48,6 +51,7 @@ MAX_STEPS = 500  # MT1 envs refuse to step past max_path_length = 500
 CORNER2_POS = (0.75, 0.075, 0.7)  # LeRobot moves the corner2 camera here
 UPRIGHT_TOLERANCE = 0.05  # |up.z| below this: a camera looking (nearly) straight down, which has no up
 TASK_SEED = 42  # LeRobot builds each task from MT1(name, seed=42).train_tasks[0]
+STATE_SIZE, ACTION_SIZE = 39, 4  # the raw state (environment_state); actions: hand xyz deltas and the gripper
 KWARGS = option_defaults(FAMILY)  # env.kwargs' defaults, from the family's kwargs schema
 INSTALL = "pip install 'runner[metaworld]' (metaworld==3.0.0, mujoco==3.8.1)"
 
@@ -74,6 +78,17 @@ class MetaWorldAdapter(EnvAdapter):
     def needs_gl(self, env: EnvSpec, obs_keys: frozenset[str] | None, video: bool) -> bool:
         return renders(obs_keys, video)
 
+    def provides(self, env: EnvSpec) -> EnvProvides:
+        """One image (or the cameras camera_name_mapping names), agent_pos 4, the raw state 39, actions of 4."""
+        opts = options(env)
+        size = (int(opts["observation_height"]), int(opts["observation_width"]), 3)
+        mapping = dict(env.camera_name_mapping)
+        cameras = {f"{PIXELS}.{name}": camera for camera, name in mapping.items()} or {PIXELS: opts["camera_name"]}
+        return EnvProvides({**{key: size for key in cameras}, AGENT_POS: (4,), ENV_STATE: (STATE_SIZE,)},
+                           action_dim=ACTION_SIZE, cameras=cameras,
+                           image_size=("env.kwargs.observation_height", "env.kwargs.observation_width"),
+                           note="after env.camera_name_mapping" if mapping else "", one_image=True)
+
     def max_steps(self, task: TaskRef, env: EnvSpec) -> int:
         if env.max_steps is not None and env.max_steps > MAX_STEPS:
             raise ConfigError(f"env.max_steps: Meta-World episodes are at most {MAX_STEPS} steps, not {env.max_steps}")
@@ -81,6 +96,19 @@ class MetaWorldAdapter(EnvAdapter):
 
     def make(self, task: TaskRef, env: EnvSpec, *, obs_keys: frozenset[str] | None, video: bool) -> TaskEnv:
         return MetaWorldEnv(task, options(env), dict(env.camera_name_mapping), obs_keys)
+
+    def asset_dirs(self, env: EnvSpec) -> dict[str, Path]:
+        """Meta-World's MuJoCo XMLs, meshes and textures, inside its package."""
+        spec = importlib.util.find_spec("metaworld")
+        if spec is None or not spec.submodule_search_locations:
+            return {}
+        return {"metaworld/assets": Path(list(spec.submodule_search_locations)[0]) / "assets"}
+
+    def state(self, env: TaskEnv, observation: Any) -> SimState:
+        """MuJoCo's physics plus the task state drawn at reset outside it: the goal and object layout (a goal site
+        moves in the model, not in the data)."""
+        raw = env._env  # type: ignore[attr-defined]
+        return mujoco_state(raw.model, raw.data, raw._last_rand_vec, raw._target_pos)
 
 
 def options(env: EnvSpec) -> dict[str, Any]:
@@ -172,7 +200,7 @@ class MetaWorldEnv(TaskEnv):
         self._cameras = cameras
         self._frame: np.ndarray | None = None  # the primary camera's image of the current state
         self.control_fps = 1.0 / env.dt  # frame_skip 5 x timestep 2.5 ms = 80 Hz
-        self.action_space = spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(ACTION_SIZE,), dtype=np.float32)
         self.observation_space = self._observation_space(height, width)
 
     def _observation_space(self, height: int, width: int) -> spaces.Dict:

@@ -31,7 +31,9 @@ at different times. So:
   not listed above) runs as one copy per slot that shares the weights, with batch size 1 and the slot's
   own torch RNG stream (seeded with the episode's seed): exactly lerobot-eval at batch size 1, unbatched.
 
-Before the first action, the features the policy expects are checked against what the env produced
+Before the first episode, `contract()` (the config's input and output features, in runner's observation keys)
+is checked against what the spec's env gives (runner.engine.preflight's contract step). Before the first action,
+the features the policy expects are checked again against what the env produced
 (after `env.camera_name_mapping`, LeRobot's key conventions and `policy.rename_map`); a missing key or a
 state of the wrong size fails at once, naming the missing and the extra keys. LeRobot's
 `observation.images.empty_camera_<i>` placeholders (`policy.empty_cameras`) are exempt.
@@ -52,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from runner.adapters import option_default
+from runner.contract import CHW, HWC, IMAGE, STATE as STATE_KIND, Input, PolicyContract
 from runner.policies.lerobot import TYPE
 from runner.errors import ConfigError, HubUnreachable, MissingDependencyError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, Policy
@@ -63,7 +66,12 @@ CHUNK_TYPES = frozenset({"act", "smolvla", "pi0", "pi05"})
 EMPTY_CAMERA = re.compile(r"^observation\.images\.empty_camera_\d+$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 IMAGE_PREFIX = "observation.image"
-STATE, ENV_STATE_KEY = "observation.state", "observation.env_state"
+STATE, ENV_STATE_KEY = "observation.state", "observation.environment_state"  # LeRobot's OBS_STATE, OBS_ENV_STATE
+# How LeRobot's preprocess_observation names runner's observation keys (before policy.rename_map).
+LEROBOT_NAMES = {PIXELS: IMAGE_PREFIX, f"{PIXELS}.": f"{IMAGE_PREFIX}s.", AGENT_POS: STATE, ENV_STATE: ENV_STATE_KEY}
+# Config options with which a LeRobot policy resizes its images itself (SmolVLA, pi0/pi05, diffusion, ...): then an
+# image of any size fits; without one, another size changes what the network sees (ACT's ResNet takes any size).
+RESIZE_OPTIONS = ("resize_imgs_with_padding", "image_resolution", "resize_shape", "image_resize_shape")
 
 
 def make(policy: PolicySpec, env: EnvSpec) -> LeRobotPolicy:
@@ -249,6 +257,40 @@ def feature_mismatch(expected: Mapping[str, Any], provided: Mapping[str, tuple[i
             f"{'; '.join(parts)}{hint}")
 
 
+def contract(config: Any, rename_map: Mapping[str, str], who: str = "the checkpoint") -> PolicyContract:
+    """What a LeRobot policy config declares, in runner's observation keys: each input feature (LeRobot's
+    `observation.images.<cam>` is the env's `pixels.<cam>`, ... ; `policy.rename_map` undone; empty cameras left
+    out), the action size, the chunk and the actions executed of it."""
+    inverse = {dst: src for src, dst in rename_map.items()}
+    resized = any(getattr(config, option, None) is not None for option in RESIZE_OPTIONS)
+    inputs = []
+    for key, feature in config.input_features.items():
+        if EMPTY_CAMERA.match(key) or getattr(feature.type, "value", feature.type) == "LANGUAGE":
+            continue
+        before = inverse.get(key, key)
+        image = before.startswith(IMAGE_PREFIX)
+        inputs.append(Input(key, runner_key(before), tuple(feature.shape), IMAGE if image else STATE_KIND,
+                            CHW if image else HWC, resized and image))
+    action = config.output_features.get("action")
+    chunk = getattr(config, "chunk_size", None) or getattr(config, "horizon", None)
+    steps = getattr(config, "n_action_steps", None)
+    return PolicyContract(inputs=tuple(inputs),
+                          action_dim=int(action.shape[0]) if action is not None and len(action.shape) == 1 else None,
+                          chunk_size=chunk if isinstance(chunk, int) else None,
+                          n_action_steps=steps if isinstance(steps, int) else None,
+                          image_format="float32 CHW in [0, 1]" + (", resized by the policy" if resized else ""),
+                          who=who, names=LEROBOT_NAMES, renames=dict(rename_map), rename_option="policy.rename_map")
+
+
+def runner_key(key: str) -> str | None:
+    """The env observation key LeRobot's preprocess_observation turns into `key` (None: none)."""
+    if key == IMAGE_PREFIX:
+        return PIXELS
+    if key.startswith(f"{IMAGE_PREFIX}s."):
+        return f"{PIXELS}.{key.removeprefix(f'{IMAGE_PREFIX}s.')}"
+    return {STATE: AGENT_POS, ENV_STATE_KEY: ENV_STATE}.get(key)
+
+
 # -- the adapter -----------------------------------------------------------------------------------
 
 
@@ -336,6 +378,17 @@ class LeRobotPolicy(Policy):
         state.queue.clear()
         with self._torch.inference_mode(), self._autocast():
             return self._postprocessed(actions)
+
+    def contract(self) -> PolicyContract:
+        return contract(self.config, self.rename_map)
+
+    def runtime(self) -> dict[str, Any]:
+        torch = self._torch
+        dtype = next((str(p.dtype) for p in self.policy.parameters()), None)
+        return {"device": self.device, "dtype": dtype, "autocast": bool(self._amp),
+                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+                "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
 
     def release(self, slot: int) -> None:
         self._slots.pop(slot, None)

@@ -2,10 +2,13 @@
 
 `factory(**policy.kwargs)` returns either
 - a batched policy with the protocol of `runner.policies.base.Policy` (`select_action(observation,
-  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `take_queued(slot)`, `close()`
+  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `take_queued(slot)`, `contract()`, `close()`
   optional), run in the main process; or
-- a per-env policy (`act(observation)`, optional `reset(start)` and `observation_keys`), which the
+- a per-env policy (`act(observation)`, optional `reset(start)`, `observation_keys` and `contract()`), which the
   engine may build inside each worker (the factory is then imported there).
+
+`contract()` returns a `runner.contract.PolicyContract` (what it reads and returns, checked against the env before
+the first episode) or None.
 
 The module is imported from the current directory or the installed packages.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from runner.contract import PolicyContract
 from runner.errors import ConfigError, EvaluationError, RunnerError
 from runner.policies.base import EpisodeStart, PerEnvBatch, PerEnvPolicy, Policy
 from runner.spec import EnvSpec, PolicySpec
@@ -81,6 +85,7 @@ class UserBatched(Policy):
 
     def __init__(self, inner: Any, where: str = "the policy") -> None:
         self.inner = inner
+        self.where = where
         self.observation_keys = declared_keys(inner, where)
 
     def reset(self, starts: Sequence[EpisodeStart]) -> None:
@@ -95,13 +100,16 @@ class UserBatched(Policy):
         take = getattr(self.inner, "take_queued", None)  # the user's object: its optional methods are duck-typed
         return take(slot) if callable(take) else None
 
+    def contract(self) -> PolicyContract | None:
+        return declared_contract(self.inner, self.where)
+
     def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()
 
 
-BATCHED_OPTIONAL = ("reset", "take_queued", "close")  # optional methods of a batched policy
-PER_ENV_OPTIONAL = ("reset",)  # and of a per-env one
+BATCHED_OPTIONAL = ("reset", "take_queued", "contract", "close")  # optional methods of a batched policy
+PER_ENV_OPTIONAL = ("reset", "contract")  # and of a per-env one
 MAX_KEYS = 256
 
 
@@ -130,6 +138,23 @@ def declared_keys(obj: Any, where: str) -> frozenset[str] | None:
     return frozenset(keys)
 
 
+def declared_contract(obj: Any, where: str) -> PolicyContract | None:
+    """The policy's `contract()` (None when it has none): a `runner.contract.PolicyContract` or None."""
+    method = getattr(obj, "contract", None)
+    if method is None:
+        return None
+    try:
+        found = method()
+    except RunnerError:
+        raise
+    except Exception as exc:  # the user's code
+        raise EvaluationError(f"{where}: the policy's contract() raised {type(exc).__name__}: {exc}") from None
+    if found is not None and not isinstance(found, PolicyContract):
+        raise ConfigError(f"{where}: the policy's contract() must return a runner.contract.PolicyContract or None, "
+                          f"not {with_article(type(found).__name__)}")
+    return found
+
+
 def make(policy: PolicySpec, env: EnvSpec) -> Any:
     if not policy.path:
         raise ConfigError("policy.type python needs policy.path: module:factory")
@@ -142,6 +167,6 @@ def make(policy: PolicySpec, env: EnvSpec) -> Any:
     if callable(getattr(obj, "act", None)):
         check_declared(obj, where, PER_ENV_OPTIONAL)
         factory = functools.partial(_per_env, policy.path, kwargs, os.getcwd())
-        return PerEnvBatch(factory, declared_keys(obj, where))
+        return PerEnvBatch(factory, declared_keys(obj, where), contract=declared_contract(obj, where))
     raise ConfigError(f"policy.path {policy.path!r}: the factory must return an object with "
                       f"select_action(observation, task_texts, slots) or act(observation)")

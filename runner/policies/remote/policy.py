@@ -14,6 +14,7 @@ error. Between episodes a closed connection is simply opened again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import deque
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from runner.adapters import option_defaults
+from runner.contract import PolicyContract, from_data
 from runner.errors import ConfigError, EvaluationError, RunnerError
 from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
 from runner.policies.remote import TYPE, protocol, request
@@ -85,13 +87,36 @@ def preflight(policy: PolicySpec) -> dict[str, Any]:
 
 def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
     opts = options(policy)
+    meta = _metadata(opts.endpoint)
     if opts.items is not None:
         keys: frozenset[str] | None = request.observation_keys(opts.items)
     else:
-        meta = _metadata(opts.endpoint)
         listed = meta.get("observation_keys") if isinstance(meta, Mapping) else None
         keys = None if not isinstance(listed, list) else frozenset(k for k in listed if k in KNOWN_KEYS)
-    return PerEnvBatch(functools.partial(RemotePolicy, opts), keys)
+    return PerEnvBatch(functools.partial(RemotePolicy, opts), keys, contract=served_contract(meta, opts))
+
+
+def served_contract(meta: Any, opts: Options) -> PolicyContract | None:
+    """What the server's metadata declares under "contract" (runner.contract's `to_data`: `runner serve` sends its
+    policy's), its keys read through `policy.kwargs.request` when the spec has one; None when it declares nothing."""
+    declared = meta.get(protocol.CONTRACT) if isinstance(meta, Mapping) else None
+    if declared is None:
+        return None
+    url = opts.endpoint.url
+    sources = None
+    if opts.items is not None:
+        sources = {item.key: (".".join(item.source), item.resize is not None) for item in opts.items
+                   if item.source != (request.TASK,)}
+        texts = {item.key for item in opts.items if item.source == (request.TASK,)}
+        if isinstance(declared, Mapping) and isinstance(declared.get("inputs"), Mapping):
+            declared = {**declared, "inputs": {k: v for k, v in declared["inputs"].items() if k not in texts}}
+    try:
+        found = from_data(declared, who=f"the policy server at {url}", sources=sources)
+    except ValueError as exc:
+        raise EvaluationError(f"the policy server at {url} declares a malformed contract in its metadata: "
+                              f"{exc}") from None
+    option = "policy.kwargs.request" if opts.items is not None else None
+    return dataclasses.replace(found, rename_option=option, rename_form="{policy}: {source}")
 
 
 class RemotePolicy(PerEnvPolicy):

@@ -22,6 +22,7 @@ from runner.tasks import TaskRef
 
 PROTOCOL = 1
 CTRL, ACK = "__ctrl__", "__ack__"
+CONTRACT = "contract"  # metadata: what the served policy reads and returns (runner.contract)
 EPISODE_START, EPISODE_END = "episode_start", "episode_end"
 HEALTH_PATH, STATS_PATH = "/healthz", "/stats"
 MAX_SPACE_ITEMS = 100_000  # elements of an action space's bounds
@@ -93,11 +94,12 @@ def _int(message: Mapping[str, Any], key: str, default: int, low: int, high: int
 
 
 def metadata(*, policy: Mapping[str, Any], observation_keys: frozenset[str] | None, max_batch: int,
-             version: str) -> dict[str, Any]:
-    """What `runner serve` sends on connect."""
+             version: str, contract: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What `runner serve` sends on connect; `contract`: what the served policy declares (runner.contract's
+    `to_data`), left out when it declares nothing."""
     return {"server": "runner", "runner_version": version, "protocol": PROTOCOL, "control_messages": True,
             "policy": dict(policy), "observation_keys": None if observation_keys is None else sorted(observation_keys),
-            "max_batch": max_batch}
+            "max_batch": max_batch, **({CONTRACT: dict(contract)} if contract is not None else {})}
 
 
 # -- action spaces -----------------------------------------------------------------------------------------
