@@ -38,17 +38,11 @@ def workload(quick: bool) -> list[str]:
 
 
 def run_wall(sets: list[str], out: Path) -> tuple[float, int, int]:
-    """(wall s, episodes, batch size) of `runner run`."""
-    args = [a for s in sets for a in ("--set", s)]
-    start = time.perf_counter()
-    proc = subprocess.run([*RUNNER, "run", str(SPEC), *args, "--no-progress", "--output-dir", str(out)],
-                          capture_output=True, text=True, cwd=REPO)
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        raise SystemExit(f"runner run failed ({proc.returncode}):\n{proc.stderr}")
-    batch = int(next(line.split()[2] for line in proc.stdout.splitlines() if line.startswith("batch size ")))
-    episodes = (out / "episodes.jsonl").read_text().count("\n")
-    return wall, episodes, batch
+    """(wall s, episodes, batch size) of `runner run` (timed as videos.py times it)."""
+    from videos import run  # this folder is sys.path[0]
+
+    done = run(sets, out, None)
+    return done["wall_s"], (out / "episodes.jsonl").read_text().count("\n"), done["batch"]
 
 
 def trust_cost(sets: list[str], episodes: int) -> dict[str, float]:

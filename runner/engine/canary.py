@@ -366,20 +366,10 @@ def compare_episodes(name: str, ref: list[Mapping[str, Any]], now: list[Mapping[
 
 def load_reference(path: Path) -> dict[str, Any]:
     """A reference file, checked enough that a hand-edited or foreign one is refused with one message."""
-    from runner.results.schema import strict_loads
+    from runner.results.schema import read_json_limited
 
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_REFERENCE_BYTES + 1)
-    except FileNotFoundError:
-        raise MissingDependencyError(f"{path}: no reference recorded for this benchmark; record one with "
-                                     f"`runner check SPEC --record` and commit it") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        if len(raw) > MAX_REFERENCE_BYTES:
-            raise ValueError(f"larger than {MAX_REFERENCE_BYTES >> 20} MiB")
-        data = strict_loads(raw.decode("utf-8"))
+        data = read_json_limited(path, MAX_REFERENCE_BYTES)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a runner canary reference (format {FORMAT})")
         actions, policies = data["actions"], data["policies"]
@@ -401,7 +391,12 @@ def load_reference(path: Path) -> dict[str, Any]:
             for episode in entry["episodes"]:
                 str(episode["task"]), int(episode["episode_index"]), int(episode["steps"])
                 bool(episode["success"]), float(episode["sum_reward"])
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, RecursionError) as exc:
+    except FileNotFoundError:
+        raise MissingDependencyError(f"{path}: no reference recorded for this benchmark; record one with "
+                                     f"`runner check SPEC --record` and commit it") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a valid canary reference ({visible(exc, 300)}); it is written by "
                           "`runner check SPEC --record`, never by hand") from None
     return data

@@ -22,7 +22,7 @@ from runner.errors import ConfigError
 from runner.results.coverage import Plan
 from runner.results.outputs import write_json_atomic
 from runner.results.provenance import finished
-from runner.results.schema import RUN, schema_problems, strict_loads
+from runner.results.schema import RUN, read_json_limited, schema_problems
 from runner.tasks import TaskRef, plan_size_problem
 from runner.text import visible
 
@@ -204,16 +204,7 @@ def read_run_file(out_dir: Path) -> RunFile | None:
     RunFileError: the file may come from anyone (a CI artifact, a copied directory)."""
     path = Path(out_dir) / RUN_NAME
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_RUN_FILE_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise RunFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        if len(raw) > MAX_RUN_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_RUN_FILE_BYTES >> 20} MiB")
-        data = strict_loads(raw.decode("utf-8"))
+        data = read_json_limited(path, MAX_RUN_FILE_BYTES)
         if not isinstance(data, dict) or data.get("format") not in FORMATS:
             raise ValueError(f"not a runner run file (format {' or '.join(map(str, FORMATS))})")
         problems = schema_problems(data, RUN, RUN_NAME)
@@ -223,7 +214,11 @@ def read_run_file(out_dir: Path) -> RunFile | None:
         run = RunFile.from_json(data)
         _check_consistent(run)
         return run
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError, ConfigError) as exc:
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, RecursionError, ConfigError) as exc:
         raise RunFileError(f"{path}: not a valid run file ({visible(exc, 300)}); it is written by `runner run` and "
                            "`runner merge`, never by hand") from None
 

@@ -56,3 +56,14 @@ def _reject_constant(name: str) -> Any:
 def strict_loads(text: str) -> Any:
     """json.loads that refuses NaN, Infinity and -Infinity (not JSON)."""
     return json.loads(text, parse_constant=_reject_constant)
+
+
+def read_json_limited(path: Path, limit: int) -> Any:
+    """The strict JSON (strict_loads) of a file of at most `limit` bytes: OSError as reading raises it, ValueError
+    (UnicodeDecodeError included) or RecursionError for a larger file or anything but strict JSON."""
+    with Path(path).open("rb") as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit >> 20} MiB")
+    return strict_loads(raw.decode("utf-8"))
+
