@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, args.overrides)
     path = args.reference or canary.reference_path(spec)
+    if args.summary is not None:
+        _append(args.summary, "")  # a path that cannot take the report fails now, not after the canaries ran
     if args.record:
         data = canary.record(spec, say)
         canary.write_reference(path, data)
