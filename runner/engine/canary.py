@@ -96,9 +96,14 @@ class Outcome:
         return out
 
     def markdown(self) -> str:
+        from functools import partial
+
+        from runner.report.text import md_cell
+
+        _md = partial(md_cell, limit=2000)
         icon = {IDENTICAL: "✅", WITHIN: "✅", DIVERGED: "❌"}[self.verdict]
-        rows = [f"## {icon} `runner check` {_md(self.spec_name)}: {self.verdict}", "",
-                f"Reference `{_md(str(self.reference))}`, recorded {_md(self.recorded)}.", "",
+        rows = [f"## {icon} `runner check` {visible(self.spec_name, 60)}: {self.verdict}", "",  # [a-z0-9_]
+                f"Reference {_md(str(self.reference))}, recorded {_md(self.recorded)}.", "",
                 "| canary | episodes | verdict |", "| --- | --- | --- |"]
         rows += [f"| {_md(p.name)} | {_md(p.detail)} | {p.verdict} |" for p in self.parts]
         notes = [n for p in self.parts for n in p.notes]
@@ -448,10 +453,6 @@ def _close(a: float, b: float) -> bool:
 def _worst(verdicts: list[str]) -> str:
     order = (IDENTICAL, WITHIN, DIVERGED)
     return max(verdicts, key=order.index, default=IDENTICAL)
-
-
-def _md(text: str) -> str:
-    return visible(text, 2000).replace("|", "\\|")
 
 
 def write_reference(path: Path, data: Mapping[str, Any]) -> None:

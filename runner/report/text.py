@@ -105,4 +105,6 @@ def as_json(runs: Sequence[RunResults], comparison: Comparison | None = None) ->
     }
 
 
-__all__ = ["as_json", "comparison_markdown", "markdown", "provenance_line"]
+md_cell = _md  # for other Markdown writers (runner check's job summary)
+
+__all__ = ["as_json", "comparison_markdown", "markdown", "md_cell", "provenance_line"]
