@@ -2,8 +2,11 @@
 
 Workload A (always): Meta-World's scripted experts, state only, the first tasks of the `easy` group x E episodes
 (seeds 1000..), no videos. For W = 1, 2, 4 workers: `runner run` with the experts inside the workers (local), then
-`runner run` with `policy.type: remote` against `runner serve` of the same spec on loopback (remote). A state-only
-expert costs microseconds a step, so this is the protocol's worst case: every step is one round trip.
+`runner run` with `policy.type: remote` against `runner serve` of the same spec on loopback, once in each protocol
+(openpi's, vla-eval's); with `--peers` (needs .ci/setup-openpi.sh's .venv-openpi) also against the published
+packages' own servers wrapping the same experts: openpi-server's WebsocketPolicyServer (tests/openpi_peer.py
+serve-scripted) and a vla-eval PredictModelServer (tests/vlaeval_peer.py serve). A state-only expert costs
+microseconds a step, so this is the protocols' worst case: every step is one round trip.
 
 Workload B (`--lerobot`, needs .venv-lerobot): a seeded random-init ACT (ResNet18, 480x480 camera, chunk 10) on
 push-v3, episodes cut to `--act-steps` steps, E_act episodes at batch size 2, local (batched in the main process)
@@ -13,12 +16,13 @@ Printed per run: evaluation time (eval_info.json's eval_s: workers up to the las
 over local; for remote runs, the server's batch-size histogram and mean and its latency percentiles (its /stats,
 before and after the run). Every remote run's per-episode results are checked equal to the local run's.
 
-usage: .venv/bin/python benchmarks/remote.py [--quick] [--lerobot] [--tasks N] [--episodes E]
+usage: .venv/bin/python benchmarks/remote.py [--quick] [--peers] [--lerobot] [--tasks N] [--episodes E]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -64,34 +68,55 @@ def describe(name: str, run: dict[str, Any], local: dict[str, Any] | None = None
     return line
 
 
-def compare(workload: str, spec: str, sets: list[str], widths: list[int], *, local_python: str, client_python: str,
-            server_python: str, tmp: Path) -> None:
-    from helpers import start_server
+def servers(spec: str, sets: list[str], *, python: str, tmp: Path, peers: bool,
+            stack: contextlib.ExitStack) -> list[tuple[str, str, str, Any]]:
+    """(name, URL, protocol, runner serve's handle or None) for each server the remote runs go to."""
+    from helpers import peer_server, start_server
 
+    out = []
+    for protocol in ("openpi", "vla-eval"):
+        server = start_server(spec, *sets, python=python, log_dir=tmp,
+                              args=("--protocol", protocol, "--log-every", "0"))
+        stack.callback(server.stop)
+        out.append((f"runner serve, {protocol}", server.url, protocol, server))
+    if peers:
+        tasks = next(s.split("=", 1)[1] for s in sets if s.startswith("env.task="))  # a text several tasks share
+        url, _ = stack.enter_context(peer_server("openpi_peer.py", "serve-scripted", tmp / "openpi-server",
+                                                 "--tasks", tasks))
+        out.append(("openpi-server", url, "openpi", None))
+        url, _ = stack.enter_context(peer_server("vlaeval_peer.py", "serve", tmp / "vla-eval"))
+        out.append(("vla-eval server", url, "vla-eval", None))
+    return out
+
+
+def compare(workload: str, spec: str, sets: list[str], widths: list[int], *, local_python: str, client_python: str,
+            server_python: str, tmp: Path, peers: bool = False) -> None:
     print(f"\n== {workload}")
-    server = start_server(spec, *sets, python=server_python, log_dir=tmp, args=("--log-every", "0"))
-    try:
+    with contextlib.ExitStack() as stack:
+        targets = servers(spec, sets, python=server_python, tmp=tmp, peers=peers, stack=stack)
         for width in widths:
             local = runner_run(local_python, spec, tmp / f"local-{width}", width, sets)
-            before = server.stats()
-            remote = runner_run(client_python, spec, tmp / f"remote-{width}", width,
-                                [*sets, "policy.type=remote", f"policy.url={server.url}"])
-            after = server.stats()
-            same = remote["episodes"] == local["episodes"]
-            hist = batches(before, after)
-            n = sum(hist.values())
-            mean = sum(k * v for k, v in hist.items()) / n if n else 0.0
             print(f"W={width}: {len(local['episodes'])} episodes, {local['steps']} steps, "
-                  f"{local['successes']} successes; per-episode results {'identical' if same else 'DIFFER'}")
+                  f"{local['successes']} successes")
             print("  " + describe("local ", local))
-            print("  " + describe("remote", remote, local))
-            print(f"  server: {after['requests'] - before['requests']} requests, batch sizes "
-                  f"{' '.join(f'{k}x{v}' for k, v in sorted(hist.items()))} (mean {mean:.2f}), latency ms "
-                  f"p50 {after['latency_ms']['p50']} p99 {after['latency_ms']['p99']} (server lifetime)")
-            if not same:
-                raise SystemExit("remote and local results differ")
-    finally:
-        server.stop()
+            for name, url, protocol, server in targets:
+                before = server.stats() if server is not None else None
+                kwargs = json.dumps({"protocol": protocol})
+                remote = runner_run(client_python, spec, tmp / f"remote-{width}-{len(name)}-{protocol}", width,
+                                    [*sets, "policy.type=remote", f"policy.url={url}", f"policy.kwargs={kwargs}"])
+                same = remote["episodes"] == local["episodes"]
+                print("  " + describe(f"remote ({name})", remote, local) +
+                      f"; per-episode results {'identical' if same else 'DIFFER'}")
+                if server is not None:
+                    after = server.stats()
+                    hist = batches(before, after)
+                    n = sum(hist.values())
+                    mean = sum(k * v for k, v in hist.items()) / n if n else 0.0
+                    print(f"    server: {after['requests'] - before['requests']} requests, batch sizes "
+                          f"{' '.join(f'{k}x{v}' for k, v in sorted(hist.items()))} (mean {mean:.2f}), latency ms "
+                          f"p50 {after['latency_ms']['p50']} p99 {after['latency_ms']['p99']} (server lifetime)")
+                if not same:
+                    raise SystemExit(f"remote ({name}) and local results differ")
 
 
 def main() -> None:
@@ -99,6 +124,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 tasks x 4 episodes; W = 1, 2")
     parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--peers", action="store_true", help="also openpi-server's and vla-eval's own servers "
+                        "(needs .venv-openpi)")
     parser.add_argument("--lerobot", action="store_true", help="also the ACT workload (needs .venv-lerobot)")
     parser.add_argument("--act-steps", type=int, default=60)
     parser.add_argument("--act-episodes", type=int, default=4)
@@ -109,7 +136,7 @@ def main() -> None:
         sets = [f"env.task={','.join(EASY_TASKS[:tasks])}", f"eval.n_episodes={episodes}", "eval.videos=0"]
         compare(f"Meta-World scripted experts, state only: {tasks} tasks x {episodes} episodes",
                 "specs/metaworld.yaml", [*sets, "policy.type=scripted"], widths, local_python=sys.executable,
-                client_python=sys.executable, server_python=sys.executable, tmp=tmp / "a")
+                client_python=sys.executable, server_python=sys.executable, tmp=tmp / "a", peers=args.peers)
         if args.lerobot:
             policy = tmp / "act"
             subprocess.run([str(LEROBOT_PYTHON), "-c", "import sys; sys.path.insert(0, 'tests/lerobot'); "

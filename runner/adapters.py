@@ -139,6 +139,9 @@ class PolicyType:
     envs: tuple[str, ...] | None = None  # env types it can run with (None: any)
     needs: Needs = Needs()
     images: bool = False  # whether it looks at images (a run then renders)
+    # whether its episodes need the env's action space (random): `runner serve` then makes one env of the spec for
+    # clients that do not send it (openpi's)
+    needs_action_space: bool = False
     # What its kwargs schema cannot say, given the `policy` and `env` sections (defaults filled in, kwargs
     # schema-valid) and the env's family: a list of (path within the spec, message, did-you-mean hint or None), as
     # EnvFamily.check.

@@ -254,6 +254,42 @@ def full_records() -> list[EpisodeRecord]:
     return [record(t, k) for t in TASKS for k in range(N)]
 
 
+# ── peers built on the published openpi and vla-eval packages (.venv-openpi, .ci/setup-openpi.sh) ─────────────
+
+PEER_PYTHON = REPO / ".venv-openpi" / "bin" / "python"
+PEER_TIMEOUT_S = 300
+
+
+def run_peer(script: str, *args: str) -> subprocess.CompletedProcess:
+    """`tests/SCRIPT ARGS` with .venv-openpi's Python, to the end (exit 0 asserted)."""
+    proc = subprocess.run([str(PEER_PYTHON), str(REPO / "tests" / script), *args], capture_output=True, text=True,
+                          timeout=PEER_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@contextlib.contextmanager
+def peer_server(script: str, mode: str, directory: Path, *args: str):
+    """`tests/SCRIPT MODE --port-file F --log F ARGS` with .venv-openpi's Python until SIGTERM; yields its URL and
+    message log (its stderr: DIRECTORY/peer.log)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port_file, log, stderr = directory / "port", directory / "messages.jsonl", directory / "peer.log"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen([str(PEER_PYTHON), str(REPO / "tests" / script), mode, "--port-file", str(port_file),
+                                 "--log", str(log), *args], stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        yield f"ws://127.0.0.1:{port_file.read_text()}", log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        kill_group(proc)
+
+
 # ── runner serve in a subprocess on loopback (remote-policy tests) ──────────────────────────────────────────
 
 @dataclasses.dataclass

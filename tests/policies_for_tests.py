@@ -306,6 +306,26 @@ class ChunkQueue:
         return np.stack([self.queues[slot].pop(0) for slot in slots])
 
 
+class ChunkServer(ChunkQueue):
+    """`ChunkQueue` that also gives a slot's whole next chunk at once (`select_chunk`, what `runner serve` answers
+    openpi's clients with); chunks of `horizon`, of which a local run executes `replan`."""
+
+    def max_horizon(self) -> int:
+        return self.horizon
+
+    def select_chunk(self, observation: Mapping[str, Any], task_texts: Sequence[str], slots: Sequence[int],
+                     horizon: int) -> np.ndarray:
+        from tests.openpi_peer import chunk_for
+
+        for slot in slots:
+            self.queues[slot] = []
+        return np.stack([chunk_for(state, self.horizon, 4)[:horizon] for state in observation["agent_pos"]])
+
+
+def chunk_server(horizon: int = 10, replan: int = 3) -> ChunkServer:
+    return ChunkServer(horizon, replan, None)
+
+
 class ChunkQueueAhead(ChunkQueue):
     junk: Any = None  # what take_queued returns instead of the queue, when set
 

@@ -38,8 +38,11 @@ def test_remote_quick_compares_identical_episodes_and_reports_the_servers_batche
                           text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert re.findall(r"W=(\d): 8 episodes, \d+ steps, 8 successes; per-episode results identical", out) == ["1", "2"]
-    assert len(re.findall(r"remote: [\d.]+ s, \d+ env steps/s, remote / local time [\d.]+", out)) == 2, out
+    assert re.findall(r"W=(\d): 8 episodes, \d+ steps, 8 successes", out) == ["1", "2"]
+    for protocol in ("openpi", "vla-eval"):
+        found = re.findall(rf"remote \(runner serve, {protocol}\): [\d.]+ s, \d+ env steps/s, remote / local time "
+                           r"[\d.]+; per-episode results identical", out)
+        assert len(found) == 2, out
     assert re.search(r"server: \d+ requests, batch sizes 1x\d+ .*\(mean 1\.00\)", out), out  # one worker: batches of 1
 
 

@@ -1,8 +1,10 @@
-"""Interop with openpi's own code (PyPI's openpi-client in .venv-openpi, driven by tests/openpi_peer.py): its
-msgpack_numpy decodes and re-encodes runner's bytes unchanged; its WebsocketClientPolicy gets from `runner serve`
-the actions a local run takes; runner's client runs Meta-World and LIBERO (specs/_openpi_libero.yaml) against a
-server in the shape of openpi's, with a request mapping and action chunks; its image_tools.resize_with_pad and
-runner's give the same pixels.
+"""Interop with openpi's own code (PyPI's openpi-client and openpi-server in .venv-openpi, driven by
+tests/openpi_peer.py): its msgpack_numpy decodes and re-encodes runner's bytes unchanged; its WebsocketClientPolicy
+(and ActionChunkBroker) gets from `runner serve` the actions a local run takes, with and without episode_start, in
+runner's layout and in openpi's LIBERO layout (`--request`); runner's client runs Meta-World against openpi-server's
+own WebsocketPolicyServer (serving runner's scripted experts) as a local run, and Meta-World and LIBERO
+(specs/_openpi_libero.yaml) against a server in the shape of openpi's, with a request mapping and action chunks;
+its image_tools.resize_with_pad and runner's give the same pixels.
 """
 
 from __future__ import annotations
@@ -12,67 +14,60 @@ import functools
 import json
 import math
 import os
-import signal
+import re
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import (
+    PEER_PYTHON,
     REPO,
     episodes_of,
-    kill_group,
     libero_test_assets,
     one_error_line,
+    run_peer,
+    runner_cli,
     runner_run,
     served,
     write_spec_data,
 )
+from helpers import peer_server as shared_peer_server
 
 from runner.envs import get_adapter
 from runner.policies.base import EpisodeStart
 from runner.policies.random.policy import RandomPolicy
 from runner.policies.remote import request, wire
-from runner.results import load_ledger
+from runner.policies.scripted.policy import expert_for
+from runner.results import load_ledger, read_run_file
 from runner.spec import load_spec
 from runner.tasks import TaskRef
 
-OPENPI = REPO / ".venv-openpi" / "bin" / "python"
-PEER = REPO / "tests" / "openpi_peer.py"
+OPENPI = PEER_PYTHON
 TIMEOUT_S = 300
 
 pytestmark = pytest.mark.skipif(not OPENPI.exists(), reason="openpi-client is not installed: run .ci/setup-openpi.sh")
+# openpi-server (and the core venv's runner and Meta-World in .venv-openpi, dm-tree for ActionChunkBroker)
+needs_openpi_server = pytest.mark.skipif(
+    not any(REPO.glob(".venv-openpi/lib/python3*/site-packages/openpi_server")),
+    reason="openpi-server is not installed in .venv-openpi: run .ci/setup-openpi.sh")
 
 
 def peer(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(OPENPI), str(PEER), *args], capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert proc.returncode == 0, proc.stderr
-    return proc
+    return run_peer("openpi_peer.py", *args)
 
 
-@contextlib.contextmanager
+def peer_server(tmp_path: Path, mode: str, *args: str) -> contextlib.AbstractContextManager[tuple[str, Path]]:
+    """tests/openpi_peer.py MODE (see helpers.peer_server); yields its URL and request log."""
+    return shared_peer_server("openpi_peer.py", mode, tmp_path, *args)
+
+
 def openpi_server(tmp_path: Path, *, horizon: int = 10, action_dim: int = 4,
-                  metadata: dict | None = None) -> Iterator[tuple[str, Path]]:
+                  metadata: dict | None = None) -> contextlib.AbstractContextManager[tuple[str, Path]]:
     """A policy server in the shape of openpi's (tests/openpi_peer.py serve), `metadata`'s keys added to its metadata;
     yields its URL and request log."""
-    port_file, log = tmp_path / "port", tmp_path / "requests.jsonl"
-    proc = subprocess.Popen([str(OPENPI), str(PEER), "serve", "--port-file", str(port_file), "--log", str(log),
-                             "--horizon", str(horizon), "--action-dim", str(action_dim),
-                             "--metadata", json.dumps(metadata or {})],
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr and proc.stderr.read()
-            time.sleep(0.05)
-        yield f"ws://127.0.0.1:{port_file.read_text()}", log
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        kill_group(proc)
+    return peer_server(tmp_path, "serve", "--horizon", str(horizon), "--action-dim", str(action_dim),
+                       "--metadata", json.dumps(metadata or {}))
 
 
 def requests(log: Path) -> list[dict]:
@@ -127,6 +122,109 @@ def test_openpis_client_gets_the_actions_of_a_local_run(tmp_path):
                              gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
     expected = [[local.act({}).tolist()] for _ in range(5)]  # runner serve answers chunks of one action
     assert got["actions"] == expected
+
+
+def metaworld_spec(tmp_path: Path, policy: str, *, task: str = "push-v3,reach-v3", max_steps: int = 40,
+                   n: int = 1, **env) -> Path:
+    """A cheap Meta-World spec (no videos, offscreen GL)."""
+    return write_spec_data(tmp_path, {"install": {"env": {"MUJOCO_GL": "egl"}},
+                                      "env": {"type": "metaworld", "task": task, "max_steps": max_steps, **env},
+                                      "policy": {"type": policy}, "eval": {"n_episodes": n, "videos": 0}},
+                           folder="specs")
+
+
+def client_openpi(url: str, prompt: str, *args: str) -> dict:
+    """openpi's WebsocketClientPolicy as openpi's examples use it (tests/openpi_peer.py client-openpi)."""
+    return json.loads(peer("client-openpi", "--url", url, "--prompt", prompt, *args).stdout)
+
+
+def random_actions(seed: int, n: int) -> list[list[float]]:
+    """What runner's random policy does in an episode of seed `seed` on Meta-World's action space."""
+    import gymnasium as gym
+
+    local = RandomPolicy()
+    local.reset(EpisodeStart(0, TaskRef("push-v3", 0, "push-v3", "push"), 0, seed,
+                             gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
+    return [local.act({}).tolist() for _ in range(n)]
+
+
+def server_text(error: str) -> str:
+    """The server's text frame, from what openpi's client raised."""
+    prefix = "Error in inference server:\n"
+    assert error.startswith(prefix), error
+    return error[len(prefix):]
+
+
+@needs_openpi_server
+def test_openpis_client_without_episode_start_gets_implicit_episodes(tmp_path):
+    """Each connection of a client that sends no episode_start is the server's next episode (seeded eval.seed + n);
+    openpi's ActionChunkBroker with the metadata's action_horizon takes the replies' chunks one action at a time."""
+    spec = metaworld_spec(tmp_path, "random")
+    with served(spec, log_dir=tmp_path) as server:
+        two = client_openpi(server.url, "Push the puck to a goal", "--steps", "3", "--connections", "2")
+        broker = client_openpi(server.url, "reach-v3", "--steps", "3", "--horizon", "metadata")
+    assert two["metadata"]["action_horizon"] == 1
+    assert [c["error"] for c in two["connections"] + broker["connections"]] == [None] * 3
+    assert [c["actions"] for c in two["connections"]] == [[[a] for a in random_actions(1000 + n, 3)] for n in (0, 1)]
+    assert broker["connections"][0]["actions"] == random_actions(1002, 3)  # the server's third episode
+
+
+@needs_openpi_server
+def test_openpis_client_gets_the_scripted_experts_actions(tmp_path):
+    """The prompt names the task by its text or its name."""
+    spec = metaworld_spec(tmp_path, "scripted")
+    states = np.random.default_rng(0).uniform(-0.3, 0.9, size=(4, 39))
+    np.save(tmp_path / "states.npy", states)
+    with served(spec, log_dir=tmp_path) as server:
+        by_text = client_openpi(server.url, "Push the puck to a goal", "--steps", "4", "--states",
+                                str(tmp_path / "states.npy"))
+        by_name = client_openpi(server.url, "reach-v3", "--steps", "4", "--states", str(tmp_path / "states.npy"))
+    for got, task in ((by_text, "push-v3"), (by_name, "reach-v3")):
+        (connection,) = got["connections"]
+        assert connection["error"] is None
+        expert = expert_for(task)
+        assert connection["actions"] == [[expert.get_action(state).tolist()] for state in states], task
+
+
+@needs_openpi_server
+def test_openpis_libero_layout_through_a_request_mapping(tmp_path):
+    """`runner serve --request` with openpi's LIBERO example's keys (two images, the state, the prompt); a request
+    key the mapping does not name (a NumPy scalar) is ignored."""
+    spec = metaworld_spec(tmp_path, "random", camera_name_mapping={"corner2": "image", "gripperPOV": "wrist_image"},
+                          kwargs={"observation_width": 224, "observation_height": 224})
+    mapping = {"observation/image": "pixels.image", "observation/wrist_image": "pixels.wrist_image",
+               "observation/state": "agent_pos", "prompt": "task"}
+    with served(spec, args=("--request", json.dumps(mapping)), log_dir=tmp_path) as server:
+        got = client_openpi(server.url, "Push the puck to a goal", "--steps", "3", "--layout", "libero")
+    (connection,) = got["connections"]
+    assert connection["error"] is None
+    assert connection["actions"] == [[a] for a in random_actions(1000, 3)]
+
+
+@needs_openpi_server
+def test_a_wrong_prompt_gets_one_line_and_the_server_serves_on(tmp_path):
+    spec = metaworld_spec(tmp_path, "scripted")
+    with served(spec, log_dir=tmp_path) as server:
+        wrong = client_openpi(server.url, "fly-to-the-moon", "--steps", "2")
+        right = client_openpi(server.url, "reach-v3", "--steps", "2")
+    (connection,) = wrong["connections"]
+    assert connection["actions"] == []
+    text = server_text(connection["error"])
+    assert "fly-to-the-moon" in text and "push-v3" in text and "reach-v3" in text  # the tasks there are
+    assert "Traceback" not in text and not re.search(r"\b[A-Z]\w*(Error|Exception):", text), text
+    assert len(text.strip().splitlines()) == 1, text
+    assert right["connections"][0]["error"] is None and len(right["connections"][0]["actions"]) == 2
+
+
+def test_an_action_horizon_a_policy_cannot_give_is_refused_at_start(tmp_path):
+    """openpi's ActionChunkBroker(horizon 5) needs chunks of 5: `runner serve --action-horizon 5` of a policy
+    that predicts one action at a time stops before it listens."""
+    spec = metaworld_spec(tmp_path, "random")
+    proc = runner_cli("serve", spec, "--port", "0", "--action-horizon", "5", timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = one_error_line(proc)
+    assert "policy 'random' gives one action a request, not chunks" in line and "--action-horizon 5 needs" in line
+    assert " on ws://" not in proc.stdout
 
 
 # ── runner's client against an openpi-style server ────────────────────────────────────────────────────────────
@@ -199,6 +297,51 @@ def test_an_openpi_server_declaring_other_inputs_is_refused_before_any_episode(t
     assert f"{server} returns actions of 7 numbers but env metaworld takes 4" in line
     assert "reads observation/image" not in line  # resized by the request: any size fits
     assert not (tmp_path / "out" / "episodes.jsonl").exists()
+
+
+# ── runner's client against openpi-server's own WebsocketPolicyServer ───────────────────────────────────────
+
+OPENPI_METADATA = {"reset_pose": [0.0, -1.5, 1.5, 0.0, 0.0, 0.0]}  # a policy's metadata, as serve_policy sends it
+
+
+def holds(value: object, wanted: dict) -> bool:
+    """Whether `value` is `wanted` or holds it somewhere inside."""
+    if value == wanted:
+        return True
+    inside = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(holds(v, wanted) for v in inside)
+
+
+@needs_openpi_server
+def test_runner_against_openpi_servers_own_server_equals_a_local_run(tmp_path):
+    """openpi-server's WebsocketPolicyServer serving runner's scripted experts: with openpi's keys through a request
+    mapping, and without one (its metadata declares no inputs: runner's layout without images, one warning); the
+    server's metadata is kept in run.json."""
+    spec = metaworld_spec(tmp_path, "scripted")
+    local = run(spec, tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    mapping = {"observation/state": "environment_state", "prompt": "task"}
+    with peer_server(tmp_path, "serve-scripted", "--tasks", "push-v3,reach-v3",
+                     "--metadata", json.dumps(OPENPI_METADATA)) as (url, log):
+        mapped = run(spec, tmp_path / "mapped", "policy.type=remote", f"policy.url={url}",
+                     f"policy.kwargs={json.dumps({'request': mapping})}")
+        assert mapped.returncode == 0, mapped.stderr
+        n_mapped = len(requests(log))
+        plain = run(spec, tmp_path / "plain", "policy.type=remote", f"policy.url={url}", batch_size=2)
+        assert plain.returncode == 0, plain.stderr
+    for out in ("mapped", "plain"):
+        assert episodes_of(tmp_path / out) == episodes_of(tmp_path / "local"), out
+    seen = requests(log)
+    steps = sum(r.steps for r in load_ledger(tmp_path / "local" / "episodes.jsonl").records)
+    assert n_mapped == steps and len(seen) == 2 * steps  # one request (one action) per step
+    assert {r["task"] for r in seen} == {"push-v3", "reach-v3"}
+    assert all(r["keys"] == ["observation/state", "prompt"] and r["shapes"] == {"observation/state": [39]}
+               for r in seen[:n_mapped])
+    assert all(r["keys"] == ["agent_pos", "environment_state", "task"] for r in seen[n_mapped:])  # no pixels
+    assert "declares no inputs" not in mapped.stderr
+    assert sum("declares no inputs" in line for line in plain.stderr.splitlines()) == 1, plain.stderr
+    for out in ("mapped", "plain"):
+        assert holds(read_run_file(tmp_path / out).provenance["policy"], OPENPI_METADATA), out
 
 
 @pytest.mark.slow

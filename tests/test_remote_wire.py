@@ -14,7 +14,8 @@ from runner.errors import ConfigError
 from runner.policies.base import EpisodeStart
 from runner.policies.remote import protocol, request, wire
 from runner.serve.batcher import dispatch_now
-from runner.serve.server import BadRequest, ServeOptions, is_loopback, parse_observation
+from runner.serve.layout import BadRequest, Layout, parse_observation
+from runner.serve.server import ServeOptions, is_loopback
 from runner.serve.stats import ServerStats, percentile
 from runner.tasks import TaskRef
 
@@ -192,7 +193,7 @@ def test_parse_observation():
                           ({}, "empty request"), ({"task": 5}, "must be a string"),
                           ({"pixels": {}}, "camera names"), ({"agent_pos": np.array(["a"])}, "numeric array")]:
         with pytest.raises(BadRequest, match=expected):
-            parse_observation(bad)
+            Layout(None, vla_eval=False).read(bad)
 
 
 @pytest.mark.parametrize(("pending", "expected", "waited", "now"), [
@@ -232,3 +233,153 @@ def test_percentiles_and_the_log_line():
     line = stats.window_line(2)
     assert "batch sizes 1x1 2x2 (mean 1.667)" in line and "p50 3.0" in line and "2 connections" in line
     assert stats.snapshot()["batch_sizes"] == {"1": 1, "2": 2} and stats.window_line(2) is None
+
+
+# ── the two protocols' client sides: layouts, nesting, what metadata declares, the contract ─────────────────────
+
+from runner.contract import compare  # noqa: E402
+from runner.envs import get_adapter  # noqa: E402
+from runner.errors import EvaluationError  # noqa: E402
+from runner.policies.remote import vlaeval  # noqa: E402
+from runner.policies.remote.policy import options, served_contract  # noqa: E402
+from runner.policies.remote.metadata import json_safe  # noqa: E402
+from runner.spec import SpecError, load_spec  # noqa: E402
+
+REMOTE = ["policy.type=remote", "policy.url=ws://127.0.0.1:1", "policy.path=null"]
+IMAGE = {"name": "image", "dims": 0, "format": "rgb_hwc_uint8"}
+
+
+def remote_spec(kwargs: dict | None = None):
+    import json
+
+    return load_spec("specs/metaworld.yaml", [*REMOTE, *([f"policy.kwargs={json.dumps(kwargs)}"] if kwargs else [])])
+
+
+def test_vla_eval_request_keys_nest():
+    items = request.parse({"images.agentview": "pixels.image", "images.wrist": "pixels.wrist", "state": "agent_pos",
+                           "task_description": "task"})
+    built = request.build(items, OBS, "pick", nested=True)
+    assert set(built) == {"images", "state", "task_description"} and set(built["images"]) == {"agentview", "wrist"}
+    np.testing.assert_array_equal(built["images"]["agentview"], OBS["pixels"]["image"])
+    assert set(request.build(items, OBS, "pick")) == {"images.agentview", "images.wrist", "state", "task_description"}
+    for mapping, expected in [({"a": "task", "a.b": "task"}, "a.b nests under a, which is a request key"),
+                              ({"a.b": "task", "a": "task"}, "a is a request key and holds others nested under it"),
+                              ({"a.b": "task", "a.b.c": "task"}, "a.b.c nests under a.b, which is a request key")]:
+        with pytest.raises(ConfigError, match=expected):
+            request.build(request.parse(mapping), OBS, "t", nested=True)
+
+
+def test_vla_eval_default_layout():
+    side = vlaeval.Client()
+    one = side.layout({"pixels": OBS["pixels"]["image"], "agent_pos": np.zeros(4), "environment_state": np.ones(39)},
+                      "pick")
+    assert set(one) == {"images", "state", "environment_state", "task_description"} and list(one["images"]) == ["image"]
+    state_only = side.layout({"agent_pos": np.arange(4.0)}, "t")
+    assert set(state_only) == {"state", "task_description"} and state_only["state"].tolist() == [0, 1, 2, 3]
+    assert set(side.layout(OBS, "t")["images"]) == {"image", "wrist"}
+    assert protocol.OpenPI().layout({"agent_pos": 1}, "t") == {"agent_pos": 1, "task": "t"}
+
+
+@pytest.mark.parametrize(("side", "metadata", "keys", "declared"), [
+    (protocol.OpenPI(), {"policy_name": "pi0"}, {"agent_pos", "environment_state"}, False),  # openpi's servers
+    (protocol.OpenPI(), "not a map", {"agent_pos", "environment_state"}, False),
+    (protocol.OpenPI(), {"contract": {"action_dim": 7}}, {"agent_pos", "environment_state"}, False),
+    (protocol.OpenPI(), {"observation_keys": None}, None, True),  # runner serve: every key
+    (protocol.OpenPI(), {"observation_keys": ["environment_state", "x"]}, {"environment_state"}, True),
+    (protocol.OpenPI(), {"contract": {"inputs": {"pixels.top": {}, "agent_pos": {}}}}, {"pixels", "agent_pos"}, True),
+    (vlaeval.Client(), {"model_server": "X"}, {"agent_pos", "environment_state"}, False),
+    (vlaeval.Client(), {"observation_spec": {"language": {"dims": 0}}}, {"agent_pos", "environment_state"}, True),
+    (vlaeval.Client(), {"observation_spec": {"image": IMAGE}}, {"pixels", "agent_pos", "environment_state"}, True),
+    (vlaeval.Client(), {"observation_spec": {"head": {"name": "head", "dims": 0, "format": "rgb_hwc_uint8"}}},
+     {"pixels", "agent_pos", "environment_state"}, True),
+    (vlaeval.Client(), {"observation_spec": {"image": IMAGE}, "runner": {"observation_keys": []}}, set(), True),
+])
+def test_what_a_servers_metadata_declares_it_reads(side, metadata, keys, declared):
+    found = side.inputs(metadata)
+    assert (found.keys, found.declared) == (None if keys is None else frozenset(keys), declared)
+
+
+def test_a_vla_eval_hello_is_checked_against_the_env():
+    spec = remote_spec({"protocol": "vla-eval"})
+    opts = options(spec.policy, spec.env)
+    assert opts.benchmark == "metaworld" and options(spec.policy).benchmark is None
+    provides = get_adapter("metaworld").provides(spec.env)
+    url = "ws://127.0.0.1:1"
+    seven = {"action_spec": {"pos": {"dims": 3}, "rot": {"dims": 3}, "grip": {"dims": 1}},
+             "observation_spec": {"image": IMAGE, "state": {"name": "state", "dims": 8, "format": "raw"}}}
+    verdict = compare(served_contract(seven, opts), provides, "metaworld")
+    assert verdict.message() == (
+        f"policy contract: the policy server at {url} reads state (8,) but env metaworld gives state (4,) (its "
+        f"agent_pos): the policy was made for another env's state; use one made for metaworld; and the policy server "
+        f"at {url} returns actions of 7 numbers but env metaworld takes 4; use a policy made for metaworld")
+    fits = compare(served_contract({"action_spec": {"a": {"dims": 4}}}, opts), provides, "metaworld")
+    assert fits.ok and "actions of 4" in fits.line()
+    assert served_contract({"model_server": "X"}, opts) is None
+    mapped = options(remote_spec({"protocol": "vla-eval", "request": {"state": "environment_state"}}).policy)
+    verdict = compare(served_contract(seven, mapped), provides, "metaworld")
+    assert "reads state (8,) but env metaworld gives state (39,) (its environment_state)" in verdict.message()
+    for bad in ({"action_spec": {"a": {"dims": "7"}}}, {"action_spec": [1]}, {"observation_spec": {"s": 3}}):
+        with pytest.raises(EvaluationError, match=f"the policy server at {url} declares a malformed contract in its "
+                                                  "HELLO: (action|observation)_spec") as info:
+            served_contract(bad, opts)
+        assert "\n" not in str(info.value)
+
+
+def test_vla_eval_options_are_refused_under_openpi_and_request_keys_must_nest():
+    with pytest.raises(SpecError, match="image_format is an option of protocol vla-eval, not of openpi"):
+        remote_spec({"image_format": "png"})
+    with pytest.raises(SpecError, match="benchmark is an option of protocol vla-eval"):
+        remote_spec({"protocol": "openpi", "benchmark": "libero"})
+    with pytest.raises(SpecError, match="images holds a value and images.top nests under it"):
+        remote_spec({"protocol": "vla-eval", "request": {"images": "pixels", "images.top": "pixels"}})
+    with pytest.raises(SpecError, match="an empty part between dots"):
+        remote_spec({"protocol": "vla-eval", "request": {"images..top": "pixels"}})
+    assert remote_spec({"request": {"images": "pixels", "images.top": "task"}}).policy.kwargs  # openpi: plain keys
+    opts = options(remote_spec({"protocol": "vla-eval", "image_format": "jpeg", "benchmark": "mine"}).policy)
+    assert (opts.protocol, opts.image_format, opts.benchmark) == ("vla-eval", "jpeg", "mine")
+
+
+def test_server_metadata_is_kept_bounded_and_json_safe():
+    import json
+
+    import jsonschema
+
+    from runner.results.schema import load_schema
+
+    deep: dict = {"leaf": 1}
+    for _ in range(50):
+        deep = {"d": deep}
+    hostile = {"text": "é" * 10_000, b"bytes-key": 1, 7: "int key", "k" * 500: 1, "array": np.zeros((2, 3), "<u2"),
+               "scalar": np.float32(2.5), "flag": np.bool_(True), "inf": float("inf"), "nan": float("nan"),
+               "blob": b"\0" * 99, "set": {1, 2}, "tuple": (1, 2), "deep": deep,
+               "wide": {str(i): list(range(50)) for i in range(1000)}}
+    safe = json_safe(hostile)
+    text = json.dumps(safe, allow_nan=False)  # run.json's writer
+    assert json.loads(text) == safe and len(text) < 50_000
+    assert len(safe["text"]) == 2000 and safe["bytes-key"] == 1 and safe["7"] == "int key" and "k" * 200 in safe
+    assert safe["array"] == {"dtype": "uint16", "shape": [2, 3]} and safe["scalar"] == 2.5 and safe["flag"] is True
+    assert (safe["inf"], safe["nan"], safe["blob"], safe["set"], safe["tuple"]) == ("inf", "nan", {"bytes": 99},
+                                                                                     "<set>", [1, 2])
+
+    def leaf(value) -> bool:  # an array or bytes, named
+        return not isinstance(value, (dict, list)) or (isinstance(value, dict) and set(value) in ({"dtype", "shape"},
+                                                                                                  {"bytes"}))
+
+    def count(value) -> int:
+        children = [] if leaf(value) else list(value.values() if isinstance(value, dict) else value)
+        return len(children) + sum(count(v) for v in children)
+
+    def depth(value) -> int:
+        children = [] if leaf(value) else list(value.values() if isinstance(value, dict) else value)
+        return 0 if leaf(value) else 1 + max((depth(v) for v in children), default=0)
+
+    assert count(safe) <= 200 and depth(safe) <= 6 and safe["wide"]["…"].endswith("more")
+    assert json_safe({"a": [1, 2, 3]}, items=1) == {"a": "… 3 entries"}
+    assert json_safe([[1, 2, 3]], items=3) == [[1, "… 2 more"]] and json_safe({"x": {}}) == {"x": {}}
+    schema = load_schema("run.schema.json")
+    policy_schema = {"$defs": schema["$defs"], **schema["properties"]["provenance"]["properties"]["policy"]}
+    validator = jsonschema.Draft202012Validator(policy_schema)
+    validator.validate({"type": "remote", "url": "ws://x", "server_metadata": safe})
+    for bad in ({"x": "y" * 3000}, {"x": [0] * 300}, {str(i): i for i in range(300)}):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate({"server_metadata": bad})

@@ -115,9 +115,10 @@ def rendering_part(spec: Spec, renderer: str | None, obs_keys: frozenset[str] | 
 
 def policy_part(provenance: Mapping[str, Any]) -> dict[str, Any]:
     """The policy's identity without where it lives: a checkpoint directory is named by its weights' digest, a
-    python policy by its `module:attr` and the module file's digest, a hub id by itself and its revision."""
+    python policy by its `module:attr` and the module file's digest, a hub id by itself and its revision, a policy
+    server by what it says it serves (`server_*`; not its whole metadata, whose batching and versions vary)."""
     recorded = provenance.get("policy") or {}
-    identity = {k: v for k, v in recorded.items() if k not in ("file", "url")}
+    identity = {k: v for k, v in recorded.items() if k not in ("file", "url", "server_metadata")}
     if identity.get("type") == "lerobot" and "sha256" in identity:
         identity.pop("path", None)
     what = identity.get("sha256") or identity.get("revision")

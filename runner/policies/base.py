@@ -16,6 +16,9 @@ possibly of different tasks. A policy therefore keeps any per-episode state *per
 - `per_env()`: a picklable factory of a `PerEnvPolicy` (cheap policies: scripted experts, random), which the
   engine may run inside each worker instead of round-tripping every step through the main process (identical
   episodes); `preload` names modules the workers then need (imported once in the forkserver);
+- `max_horizon()`, `select_chunk(observation, task_texts, slots, horizon)`: a policy that predicts action chunks
+  (ACT, diffusion, pi0, SmolVLA) gives the next `horizon` actions of each row at once (`runner serve` answers
+  openpi's clients so); the default serves chunks of one action;
 - `contract()`: what it declares it reads and returns (runner.contract: inputs with shapes, action size, chunking),
   checked against what the spec's env gives before the first episode (None: declares nothing, nothing is checked);
 - `release(slot)`, `close()`.
@@ -103,6 +106,19 @@ class Policy:
         """The slot's next actions that are already decided and need no observation, (K, *action shape), removed
         from the policy's state; None (the default) when there are none."""
         return None
+
+    def max_horizon(self) -> int:
+        """The most actions `select_chunk` gives per row (a chunked policy's chunk size). Default: 1."""
+        return 1
+
+    def select_chunk(self, observation: Mapping[str, Any], task_texts: Sequence[str], slots: Sequence[int],
+                     horizon: int) -> np.ndarray:
+        """The next `horizon` (<= `max_horizon()`) actions of each row, (B, horizon, *action shape), as `horizon`
+        calls of `select_action` on this observation would execute them when the policy's own chunk is that long;
+        each slot then starts its next chunk from the next observation. Default: `select_action`'s (horizon 1)."""
+        if horizon != 1:
+            raise ConfigError(f"this policy predicts one action at a time, not chunks of {horizon}")
+        return np.asarray(self.select_action(observation, task_texts, slots))[:, None]
 
     def runtime(self) -> dict[str, Any]:
         """How a learned policy computes (device, dtype, determinism settings), for the run's fingerprint

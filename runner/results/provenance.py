@@ -1,7 +1,8 @@
 """Where a result came from (run.json "provenance"): runner's version and git commit, Python, the versions of the
 distributions the spec's env and policy need (runner.install.needs.result_distributions), the host, when, and the
-policy's identity. Collected once per session, in the main process, without importing any simulator (installed
-versions are read from package metadata)."""
+policy's identity (with a policy server's whole metadata as bounded JSON: runner.policies.remote.metadata).
+Collected once per session, in the main process, without importing any simulator (installed versions are read
+from package metadata)."""
 
 from __future__ import annotations
 

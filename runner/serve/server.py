@@ -1,18 +1,13 @@
-"""`runner serve`: a spec's policy behind a WebSocket server speaking openpi's wire format.
+"""`runner serve`: a spec's policy behind a WebSocket server speaking openpi's protocol (runner.serve.openpi) or
+vla-eval's (runner.serve.vlaeval); this module is what both share: HTTP before the handshake (health, stats, API
+key, capacity), connections and their policy slots, episodes, the batched policy calls, the server's life.
 
-Per connection: the metadata map on connect; then each binary message is a request map, answered by one map:
-- a control message ("__ctrl__": episode_start / episode_end, runner.policies.remote.protocol) -> {"__ack__": ...};
-  episode_start resets the connection's policy state with the episode's seed, task and action space, so a served
-  episode equals a local one;
-- an observation in runner's layout (pixels, agent_pos, environment_state, task; "prompt" is taken for "task")
-  -> {"actions": (1, *action_shape), "server_timing": {...}}. An observation with no episode_start before it
-  starts an episode of its own (seed `eval.seed`, the task text as the task), as openpi's clients never send one.
 Each connection is a slot of the policy, freed when it closes: the slot number its episode_start asks for (runner's
-worker index, so a served run lays out the policy's batch rows as a local one) when free, else the lowest free
-one. Observations from all
-connections are batched (runner.serve.batcher). A malformed request, or a policy that raises on it, gets a text
-frame with the message and the connection closes (openpi's convention); the server serves on. A message over
-the size limit closes the connection with code 1009 (the WebSocket protocol's "message too big").
+worker index, so a served run lays out the policy's batch rows as a local one) when free, else the lowest free one.
+Observations from all connections are batched (runner.serve.batcher). A client that sends no runner episode_start
+gets implicit episodes (runner.serve.episodes). Requests are read by runner.serve.layout (runner's layout, vla-eval's,
+or `--request`). Replies carry `--action-horizon` actions: one (the default) is `select_action`'s, more are the
+policy's chunk (`select_chunk`). A message over the size limit closes the connection with code 1009.
 
 SIGTERM / SIGINT: stop accepting connections, answer the requests in flight, close every connection (1001),
 exit 0; a second signal closes at once.
@@ -40,21 +35,21 @@ import numpy as np
 
 from runner import contract
 from runner.errors import ConfigError, RunnerError
-from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, stack_observations
-from runner.policies.remote import protocol, wire
+from runner.policies.base import EpisodeStart, stack_observations
+from runner.policies.remote import protocol, request, vlaeval
 from runner.serve.batcher import Batcher, Request
+from runner.serve.episodes import ImplicitEpisodes
+from runner.serve.layout import BadRequest, Layout
 from runner.serve.stats import ServerStats
 from runner.spec import Spec
 from runner.spec.derived import policy_label
 from runner.spec.limits import MAX_BATCH_SIZE
-from runner.tasks import TaskRef
-from runner.text import with_article
 
 MIB = 1024 * 1024
-MAX_CAMERAS = 32
-ARRAY_KEYS = (AGENT_POS, ENV_STATE)
-TEXT_KEYS = ("task", "prompt")
 CLOSE_BAD_DATA, CLOSE_POLICY_ERROR, CLOSE_GOING_AWAY = 1007, 1011, 1001
+OPENPI, VLA_EVAL = "openpi", "vla-eval"
+PROTOCOLS = (OPENPI, VLA_EVAL)
+MAX_HORIZON = 10_000
 
 
 @dataclass(frozen=True)
@@ -69,8 +64,15 @@ class ServeOptions:
     max_connections: int = 256
     log_every_s: float = 10.0
     drain_s: float = 30.0
+    protocol: str = OPENPI
+    request: tuple[request.Item, ...] | None = None  # --request: how requests are laid out (None: the protocol's)
+    action_horizon: int | None = None  # --action-horizon (None: the policy's own for openpi, 1 for vla-eval)
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
+        if self.action_horizon is not None and not 1 <= self.action_horizon <= MAX_HORIZON:
+            raise ConfigError(f"--action-horizon must be 1..{MAX_HORIZON}, not {self.action_horizon}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be 0..65535, not {self.port}")
         if not 1 <= self.max_batch <= MAX_BATCH_SIZE:
@@ -106,10 +108,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class BadRequest(Exception):
-    """A request this server cannot take (malformed, unknown keys, wrong types)."""
-
-
 class PolicyFailed(Exception):
     """The policy raised on a request: the message goes to that client."""
 
@@ -121,6 +119,8 @@ class Client:
     slot: int | None = None  # its policy slot, from its first episode start (or observation)
     in_episode: bool = False
     busy: bool = False  # a request is being answered
+    implicit: bool = False  # its episode is an implicit one (runner.serve.episodes)
+    failed_start: str | None = None  # why its episode could not start (vla-eval: told at each observation)
 
 
 @dataclass
@@ -142,7 +142,7 @@ class Slots:
 
 class PolicyServer:
     def __init__(self, spec: Spec, options: ServeOptions, policy: Any, *, identity: Mapping[str, Any],
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], needs_action_space: bool = False) -> None:
         from runner import __version__
 
         self.spec = spec
@@ -157,10 +157,23 @@ class PolicyServer:
         self.slots = Slots()
         self.draining = False
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner-policy")
+        self.vla_eval = options.protocol == VLA_EVAL
+        self.layout = Layout(options.request, vla_eval=self.vla_eval)
+        self.implicit = ImplicitEpisodes(spec, needs_action_space=needs_action_space, log=log)
+        declared = policy.contract()
+        self.horizon = action_horizon(self.name, policy, declared, options)
         keys = policy.observation_keys
-        self.metadata = protocol.metadata(policy=identity, observation_keys=None if keys is None else frozenset(keys),
-                                          max_batch=options.max_batch, version=__version__,
-                                          contract=contract.to_data(policy.contract()))
+        if options.request is not None:
+            keys = request.observation_keys(options.request)
+        keys = None if keys is None else frozenset(keys)
+        self.metadata = {**protocol.metadata(policy=identity, observation_keys=keys, max_batch=options.max_batch,
+                                             version=__version__, contract=contract.to_data(declared)),
+                         "action_horizon": self.horizon}
+        if options.request is not None:
+            self.metadata["request"] = {item.key: ".".join(item.source) for item in options.request}
+        self.hello = vlaeval.hello_payload(model_server="runner", capabilities={"action_horizon": self.horizon},
+                                           **vlaeval.specs(declared, images=keys is None or any(
+                                               k.startswith("pixels") for k in keys)), runner=self.metadata)
         self.batcher: Batcher | None = None
 
     # -- HTTP before the handshake: health, stats, auth, capacity -------------------------------------------
@@ -168,6 +181,10 @@ class PolicyServer:
     def process_request(self, connection: Any, request: Any) -> Any:
         if request.path == protocol.HEALTH_PATH:
             return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if request.path == vlaeval.HEALTH_PATH:  # vla-eval's readiness probe
+            response = connection.respond(http.HTTPStatus.OK, '{"status": "ok"}\n')
+            response.headers["Content-Type"] = "application/json"
+            return response
         if self.key is not None:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Api-Key {self.key}".encode()):
@@ -195,40 +212,15 @@ class PolicyServer:
     async def handle(self, ws: Any) -> None:
         from websockets.exceptions import ConnectionClosed
 
+        from runner.serve import openpi
+        from runner.serve import vlaeval as vlaeval_session
+
         self.stats.connections_total += 1
         client = Client(self.stats.connections_total, ws)
         self.clients[client.number] = client
+        session = (vlaeval_session.Session if self.vla_eval else openpi.Session)(self, client)
         try:
-            await ws.send(wire.pack(self.metadata))
-            while not self.draining:
-                try:
-                    data = await ws.recv()
-                except ConnectionClosed:
-                    break
-                client.busy = True
-                t0 = time.monotonic()
-                try:
-                    reply, acted = await self._answer(client, data)
-                except Exception as exc:  # noqa: BLE001 - that client's error frame; the server serves on
-                    self.stats.errors += 1
-                    bad = isinstance(exc, BadRequest)
-                    if not isinstance(exc, (BadRequest, PolicyFailed)):
-                        exc = PolicyFailed(f"internal error: {type(exc).__name__}: {exc}")
-                    self.log(f"connection {client.number} ({_peer(ws)}): {'bad request: ' if bad else ''}{exc}; "
-                             "closed it")
-                    with contextlib.suppress(ConnectionClosed):
-                        await ws.send(("bad request: " if bad else "") + str(exc))
-                        await ws.close(CLOSE_BAD_DATA if bad else CLOSE_POLICY_ERROR,
-                                       "bad request" if bad else "policy error")
-                    break
-                try:
-                    await ws.send(wire.pack(reply))
-                except ConnectionClosed:
-                    break
-                finally:
-                    client.busy = False
-                if acted:
-                    self.stats.request_done(time.monotonic() - t0)
+            await session.run()
             if self.draining:
                 with contextlib.suppress(ConnectionClosed):
                     await ws.close(CLOSE_GOING_AWAY, "server shutting down")
@@ -241,44 +233,53 @@ class PolicyServer:
             if client.slot is not None:
                 await self._release(client.slot)
 
-    async def _answer(self, client: Client, data: Any) -> tuple[dict[str, Any], bool]:
-        """The reply to one message, and whether it was an observation (not a control message)."""
-        if isinstance(data, str):
-            raise BadRequest("a text frame; requests are binary msgpack maps")
-        try:
-            message = wire.unpack(data, self.limit)
-        except wire.WireError as exc:
-            raise BadRequest(str(exc)) from None
-        if not isinstance(message, dict):
-            raise BadRequest(f"a request must be a map, not {with_article(type(message).__name__)}")
-        if protocol.is_control(message):
-            self.stats.controls += 1
-            return await self._control(client, message), False
-        observation, text = parse_observation(message)
-        if not client.in_episode:  # a client without control messages (openpi's): one episode per connection
-            task = TaskRef("remote", 0, text, text)
-            await self._reset(client, EpisodeStart(self._slot(client), task, 0, self.spec.eval.seed, None, 1))
+    def failed(self, client: Client, exc: BaseException) -> str:
+        """Count and log a request that failed; the one line its client is told."""
+        self.stats.errors += 1
+        bad = isinstance(exc, BadRequest)
+        if not isinstance(exc, (BadRequest, PolicyFailed)):
+            exc = PolicyFailed(f"internal error ({type(exc).__name__}): {_line(str(exc))}")
+        text = ("bad request: " if bad else "") + _line(str(exc))
+        self.log(f"connection {client.number} ({_peer(client.ws)}): {text}")
+        return text
+
+    async def act(self, client: Client, observation: dict[str, Any], text: str) -> tuple[np.ndarray, int, float]:
+        """The reply's actions for one observation ((horizon, *A), or (*A) for vla-eval's one action), the size
+        of the batch they were computed in, and the milliseconds it took; an implicit episode first when the client
+        is in none."""
+        if not client.in_episode:
+            await self.start_implicit(client, text)
         assert self.batcher is not None
         t0 = time.monotonic()
-        action, batch_size = await self.batcher.submit(client.slot, observation, text)
-        return {"actions": np.asarray(action)[None], "server_timing": {
-            "infer_ms": round((time.monotonic() - t0) * 1000, 3), "batch_size": batch_size}}, True
+        actions, batch_size = await self.batcher.submit(client.slot, observation, text)
+        return np.asarray(actions), batch_size, (time.monotonic() - t0) * 1000
 
-    async def _control(self, client: Client, message: dict[str, Any]) -> dict[str, Any]:
-        kind = message[protocol.CTRL]
-        if kind == protocol.EPISODE_START:
-            try:
-                start = protocol.parse_episode_start(message, self._slot(client, protocol.requested_slot(message)))
-            except protocol.ProtocolError as exc:
-                raise BadRequest(f"episode_start: {exc}") from None
-            await self._reset(client, start)
-        elif kind == protocol.EPISODE_END:
-            client.in_episode = False
-            if self.batcher is not None:
-                self.batcher.wake()
-        else:
-            raise BadRequest(f"unknown control message {kind!r} (episode_start, episode_end)")
-        return protocol.ack(kind)
+    async def start_episode(self, client: Client, message: Mapping[str, Any]) -> None:
+        """runner's own episode_start (the exact episode: seed, task, action space)."""
+        try:
+            start = protocol.parse_episode_start(message, self._slot(client, protocol.requested_slot(message)))
+        except protocol.ProtocolError as exc:
+            raise BadRequest(f"episode_start: {exc}") from None
+        client.implicit = False
+        await self._reset(client, start)
+
+    async def start_implicit(self, client: Client, *said: str) -> None:
+        """An implicit episode (runner.serve.episodes) for what the client said of its task (names or texts, the
+        first the spec knows wins)."""
+        number, seed = self.implicit.next_seed()
+        slot = self._slot(client)
+
+        def call() -> EpisodeStart:
+            return self.implicit.start(slot, number, seed, said)
+
+        start = await asyncio.get_running_loop().run_in_executor(self.executor, call)
+        client.implicit = True
+        await self._reset(client, start)
+
+    def end_episode(self, client: Client) -> None:
+        client.in_episode = False
+        if self.batcher is not None:
+            self.batcher.wake()
 
     def _slot(self, client: Client, preferred: int | None = None) -> int:
         if client.slot is None:
@@ -290,12 +291,22 @@ class PolicyServer:
             try:
                 self.policy.reset([start])
             except (Exception, SystemExit) as exc:
-                hint = "" if start.action_space is not None else \
-                    " (the episode's action space is unknown: send an episode_start control message with it)"
-                raise PolicyFailed(_raised(self.name, "reset", exc) + hint) from None
+                raise PolicyFailed(_raised(self.name, "reset", exc) + self._reset_hint(start, client)) from None
 
         await asyncio.get_running_loop().run_in_executor(self.executor, call)
         client.in_episode = True
+
+    def _reset_hint(self, start: EpisodeStart, client: Client) -> str:
+        if not client.implicit:
+            return ""
+        hints = []
+        known = self.implicit.known()
+        if start.task.group == "remote" and known:
+            hints.append(f"the task {start.task.name[:100]!r} is none of the spec's ({known}): the prompt names a "
+                         "task by its name or text")
+        if start.action_space is None and self.implicit.needs_action_space:
+            hints.append("the episode's action space is unknown here (the spec's env cannot be made on this machine)")
+        return f" ({'; '.join(hints)})" if hints else ""
 
     async def _release(self, slot: int) -> None:
         try:
@@ -306,16 +317,22 @@ class PolicyServer:
             self.slots.free(slot)
 
     def select(self, requests: list[Request]) -> list[Any]:
-        """One batched policy call (on the policy's thread): one action per request."""
+        """One batched policy call (on the policy's thread): one action, or a chunk of `horizon`, per request."""
+        what = "select_action" if self.horizon == 1 else "select_chunk"
         try:
             observation = stack_observations([r.observation for r in requests])
-            actions = np.asarray(self.policy.select_action(observation, [r.text for r in requests],
-                                                           [r.slot for r in requests]))
+            texts, slots = [r.text for r in requests], [r.slot for r in requests]
+            if self.horizon == 1:
+                actions = np.asarray(self.policy.select_action(observation, texts, slots))
+            else:
+                actions = np.asarray(self.policy.select_chunk(observation, texts, slots, self.horizon))
         except (Exception, SystemExit) as exc:
-            raise PolicyFailed(_raised(self.name, "select_action", exc)) from None
-        if actions.ndim == 0 or actions.shape[0] != len(requests) or actions.dtype.kind not in "biuf":
+            raise PolicyFailed(_raised(self.name, what, exc)) from None
+        rows = actions.shape[:2] if self.horizon > 1 else actions.shape[:1]
+        if actions.ndim < len(rows) or rows != (len(requests), self.horizon)[:len(rows)] or \
+                actions.dtype.kind not in "biuf":
             raise PolicyFailed(f"policy {self.name!r} returned actions of shape {actions.shape} and dtype "
-                               f"{actions.dtype} for {len(requests)} observations")
+                               f"{actions.dtype} from {what} for {len(requests)} observations")
         return [actions[i] for i in range(len(requests))]
 
     def in_episode(self) -> int:
@@ -338,7 +355,9 @@ class PolicyServer:
             async with serve(self.handle, self.options.host, self.options.port, process_request=self.process_request,
                              max_size=self.limit, compression=None, server_header="runner") as server:
                 port = server.sockets[0].getsockname()[1]
-                ready(f"runner serve: policy {self.name!r} on ws://{_host(self.options.host)}:{port} (max batch "
+                per_reply = f"{self.horizon} action{'s' if self.horizon > 1 else ''} a reply"
+                ready(f"runner serve: policy {self.name!r} on ws://{_host(self.options.host)}:{port} "
+                      f"({self.options.protocol} protocol, {per_reply}, max batch "
                       f"{self.options.max_batch}, max wait {self.options.max_wait_ms:g} ms"
                       f"{', API key required' if self.key else ''}); stop with Ctrl-C or SIGTERM")
                 await stop.wait()
@@ -401,42 +420,32 @@ class _Signals:
             self.loop.remove_signal_handler(signum)
 
 
-def parse_observation(message: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """An observation in runner's layout and its task text; BadRequest for anything else."""
-    observation: dict[str, Any] = {}
-    text = ""
-    for key, value in message.items():
-        if key in TEXT_KEYS:
-            if not isinstance(value, str) or len(value) > protocol.MAX_TEXT:
-                raise BadRequest(f"{key!r} must be a string of at most {protocol.MAX_TEXT:,} characters")
-            text = value
-        elif key in ARRAY_KEYS:
-            observation[key] = _array(key, value)
-        elif key == PIXELS:
-            if isinstance(value, Mapping):
-                if not 0 < len(value) <= MAX_CAMERAS or not all(isinstance(k, str) for k in value):
-                    raise BadRequest(f"'pixels' must map 1..{MAX_CAMERAS} camera names to images")
-                observation[key] = {k: _array(f"pixels.{k}", v) for k, v in value.items()}
-            else:
-                observation[key] = _array(key, value)
-        else:
-            raise BadRequest(f"unknown request key {str(key)[:100]!r}: runner serve reads {PIXELS}, {AGENT_POS}, "
-                             f"{ENV_STATE} and task (docs/remote-policies.md)")
-    if not observation and not text:
-        raise BadRequest("an empty request")
-    return observation, text
+def action_horizon(name: str, policy: Any, declared: contract.PolicyContract | None, options: ServeOptions) -> int:
+    """The actions each reply carries: --action-horizon, else (openpi) the policy's own n_action_steps when it
+    predicts chunks, else 1; ConfigError when the policy cannot give that many at once."""
+    most = int(policy.max_horizon())
+    own = declared.n_action_steps if declared is not None and declared.n_action_steps else 1
+    horizon = options.action_horizon or (min(own, most) if options.protocol == OPENPI else 1)
+    if horizon > most:
+        if most == 1:
+            raise ConfigError(f"policy {name!r} gives one action a request, not chunks (it predicts one action at a "
+                              "time, or its pipeline keeps state from one step to the next): --action-horizon "
+                              f"{horizon} needs a policy with action chunks (ACT, pi0, SmolVLA in LeRobot); clients "
+                              "must then ask once a step")
+        raise ConfigError(f"policy {name!r} predicts chunks of {most} actions: --action-horizon must be 1..{most}, "
+                          f"not {horizon}")
+    return horizon
 
 
-def _array(key: str, value: Any) -> np.ndarray:
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-        raise BadRequest(f"{key!r} must be a numeric array (msgpack_numpy), not {with_article(type(value).__name__)}")
-    return value
+def _line(text: str, limit: int = 2000) -> str:
+    """One line of at most `limit` characters."""
+    return " ".join(text.split())[:limit]
 
 
 def _raised(name: str, what: str, exc: BaseException) -> str:
     if isinstance(exc, RunnerError):
-        return f"policy {name!r}: {exc}"
-    return f"policy {name!r} raised in {what}: {type(exc).__name__}: {exc}"
+        return f"policy {name!r}: {_line(str(exc))}"
+    return f"policy {name!r} failed in {what} ({type(exc).__name__}): {_line(str(exc))}"
 
 
 def _peer(ws: Any) -> str:
@@ -451,6 +460,7 @@ def _host(host: str) -> str:
 def serve(spec: Spec, options: ServeOptions, *, ready: Callable[[str], None] | None = None,
           log: Callable[[str], None] | None = None) -> None:
     """Build the spec's policy and serve it until SIGTERM or SIGINT (drained, then returns)."""
+    from runner.adapters import policy_type
     from runner.engine.preflight import POLICY_STEPS, Preflight
     from runner.results.provenance import policy_identity
     from runner.spec.model import thaw
@@ -461,7 +471,8 @@ def serve(spec: Spec, options: ServeOptions, *, ready: Callable[[str], None] | N
     policy = prepared.policy
     try:
         server = PolicyServer(spec, options, policy,
-                              identity={**policy_identity(thaw(spec.policy)), **prepared.served}, log=log)
+                              identity={**policy_identity(thaw(spec.policy)), **prepared.served}, log=log,
+                              needs_action_space=policy_type(spec.policy.type).needs_action_space)
         try:
             asyncio.run(server.run(ready or _stdout))
         except OSError as exc:
@@ -479,4 +490,4 @@ def _stderr(text: str) -> None:
     print(f"runner serve: {text}" if not text.startswith("runner serve:") else text, file=sys.stderr, flush=True)
 
 
-__all__ = ["PolicyServer", "ServeOptions", "is_loopback", "parse_observation", "serve"]
+__all__ = ["OPENPI", "PROTOCOLS", "VLA_EVAL", "PolicyServer", "ServeOptions", "action_horizon", "is_loopback", "serve"]

@@ -4,13 +4,14 @@ The directory it writes is what `lerobot-eval --policy.path=DIR` and `runner run
 load: `config.json`, `model.safetensors`, `policy_preprocessor.json`, `policy_postprocessor.json` and the
 normaliser stats. Features match an env's observations as LeRobot converts them (`--layout`: Meta-World's
 `observation.image` (3, 480, 480), `observation.state` (4,), `action` (4,); PushT's; ALOHA's); `--image-key`
-names the camera feature differently (e.g. `observation.images.camera1`, for the rename_map tests). Normalisation stats are the identity
-(mean 0, std 1), so the saved normaliser steps run but change nothing.
+names the camera feature differently (e.g. `observation.images.camera1`, for the rename_map tests).
+Normalisation stats are the identity (mean 0, std 1), so the saved normaliser steps run but change nothing.
 
-Kinds: `act` (small: dim_model 64, chunk 10; the adapter's per-slot chunk queues), `act-default` (LeRobot's
-ACT defaults: dim_model 512, 4 encoder layers, chunks of 100 executed whole; 52M parameters), `act-ensemble`
-(temporal ensembling, a new chunk every step) and `diffusion` (2 observation steps, stochastic sampling): the
-last two take the adapter's per-slot-copy path.
+Kinds: `act` (small: dim_model 64, chunk 10, `n_action_steps` of it executed (default: all); the adapter's
+per-slot chunk queues; `relative_actions` adds LeRobot's relative-actions steps to its pipelines, as pi0's),
+`act-default` (LeRobot's ACT defaults: dim_model 512, 4 encoder layers, chunks of 100 executed whole; 52M
+parameters), `act-ensemble` (temporal ensembling, a new chunk every step) and `diffusion` (2 observation steps,
+stochastic sampling): the last two take the adapter's per-slot-copy path.
 
     .venv-lerobot/bin/python tests/lerobot/make_random_policy.py OUT_DIR [--kind act] [--layout metaworld]
         [--image-key KEY] [--seed N]
@@ -35,7 +36,8 @@ KINDS = ("act", "act-default", "act-ensemble", "diffusion")
 
 def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed: int = 0, kind: str = "act",
                      layout: str = "metaworld", action_mean: tuple[float, ...] | None = None,
-                     action_std: float = 1.0) -> Path:
+                     action_std: float = 1.0, n_action_steps: int | None = None,
+                     relative_actions: bool = False) -> Path:
     """Write a random-init policy for an env's features (`layout`): ACT (ResNet18 without pretrained weights;
     dim_model 64 and chunk 10, or LeRobot's defaults with `kind="act-default"`), or a small diffusion policy
     (`kind="diffusion"`). The action statistics (identity by default) centre its actions: `action_mean` plus
@@ -77,7 +79,7 @@ def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed:
 
         ensemble = kind == "act-ensemble"
         config = Config(**common) if kind == "act-default" else Config(
-            **common, chunk_size=CHUNK_SIZE, n_action_steps=1 if ensemble else CHUNK_SIZE,
+            **common, chunk_size=CHUNK_SIZE, n_action_steps=1 if ensemble else n_action_steps or CHUNK_SIZE,
             temporal_ensemble_coeff=0.01 if ensemble else None, dim_model=64, n_heads=4, dim_feedforward=128,
             n_encoder_layers=1, n_decoder_layers=1, use_vae=False)
     stats = {
@@ -90,6 +92,15 @@ def build_random_act(out_dir: str | Path, *, image_key: str | None = None, seed:
     policy = Policy(config)
     policy.eval()
     preprocessor, postprocessor = processors(config, dataset_stats=stats)
+    if relative_actions:  # as pi0's pipelines with use_relative_actions: state subtracted, added back to each action
+        from lerobot.processor.relative_action_processor import (
+            AbsoluteActionsProcessorStep,
+            RelativeActionsProcessorStep,
+        )
+
+        relative = RelativeActionsProcessorStep(enabled=True)
+        preprocessor.steps.insert(len(preprocessor.steps) - 1, relative)  # before the normaliser
+        postprocessor.steps.insert(1, AbsoluteActionsProcessorStep(enabled=True, relative_step=relative))
     policy.save_pretrained(out)
     preprocessor.save_pretrained(out)
     postprocessor.save_pretrained(out)

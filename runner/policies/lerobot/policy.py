@@ -26,7 +26,10 @@ at different times. So:
   lerobot-eval's at batch size 1). `grouped`: only the rows that need a refill (least compute; the last
   bits can then vary with timing).
   Rows are grouped by task text so text padding never depends on other tasks. Flow-matching policies
-  draw their noise per row from a generator seeded with the episode's seed.
+  draw their noise per row from a generator seeded with the episode's seed. `select_chunk(..., H)` (`runner serve`'s
+  answer to openpi's clients) gives the first H of a fresh chunk, postprocessed, and empties the slot's queue: called
+  every H steps it gives `select_action`'s actions when n_action_steps == H; H up to the chunk size, 1 when a
+  pipeline keeps state (relative actions: each step's action needs that step's observation).
 - every other policy (no `predict_action_chunk`, an observation history, temporal ensembling, or a type
   not listed above) runs as one copy per slot that shares the weights, with batch size 1 and the slot's
   own torch RNG stream (seeded with the episode's seed): exactly lerobot-eval at batch size 1, unbatched.
@@ -320,8 +323,9 @@ class LeRobotPolicy(Policy):
         self.device = loaded.device
         self.config = self.policy.config
         self.chunked = chunking(self.policy)
-        self.stateless = stateless(self.preprocessor) and stateless(self.postprocessor)
+        self.stateless = pipelines_stateless(self.preprocessor, self.postprocessor)
         self.n_action_steps = int(getattr(self.config, "n_action_steps", 1) or 1)
+        self.chunk_size = int(getattr(self.config, "chunk_size", None) or self.n_action_steps)  # predict_action_chunk's
         self.observation_keys = observation_keys(self.config.input_features, self.rename_map)
         self._slots: dict[int, SlotState] = {}
         self._checked: set[Any] = set()
@@ -379,6 +383,36 @@ class LeRobotPolicy(Policy):
         with self._torch.inference_mode(), self._autocast():
             return self._postprocessed(actions)
 
+    def max_horizon(self) -> int:
+        """The chunk size for a chunked policy whose pipelines keep no state; 1 otherwise."""
+        return self.chunk_size if self.chunked and self.stateless else 1
+
+    def select_chunk(self, observation: Mapping[str, Any], task_texts: Sequence[str], slots: Sequence[int],
+                     horizon: int) -> np.ndarray:
+        """The first `horizon` actions of a fresh chunk per row (B, horizon, A), postprocessed; the slots' queues are
+        emptied, so the next call predicts again (select_action's actions when n_action_steps == horizon)."""
+        if not self.chunked:
+            return super().select_chunk(observation, task_texts, slots, horizon)
+        if not 1 <= horizon <= self.max_horizon():
+            raise ConfigError(self._horizon_problem(horizon))
+        torch = self._torch
+        with torch.inference_mode(), self._autocast():
+            batch = self._convert(observation, task_texts)
+            self._check(batch)
+            for slot in slots:
+                self._slots[slot].queue.clear()
+            self._refill(batch, slots, list(range(len(slots))), keep=horizon)
+            if not self.stateless:  # horizon 1: as select_action, the pipeline sees the rows in their order
+                self.preprocessor(_copy(batch))
+            rows = [self._slots[slot].queue for slot in slots]
+            if any(len(row) != horizon for row in rows):
+                raise RuntimeError(f"predict_action_chunk returned chunks of {min(map(len, rows))} actions, fewer "
+                                   f"than the horizon {horizon} (the config's chunk_size is {self.chunk_size})")
+            actions = self.postprocessor(torch.stack([action for row in rows for action in row]))  # (B * H, A)
+            for row in rows:
+                row.clear()
+        return actions.to("cpu").numpy().reshape(len(slots), horizon, *actions.shape[1:])
+
     def contract(self) -> PolicyContract:
         return contract(self.config, self.rename_map)
 
@@ -397,6 +431,14 @@ class LeRobotPolicy(Policy):
         self._slots.clear()
 
     # internals
+
+    def _horizon_problem(self, horizon: int) -> str:
+        what = f"policy {self.spec.path!r} ({self.config.type})"
+        if self.max_horizon() == 1 < self.chunk_size:
+            return (f"action horizon {horizon}: {what} serves one action per request: its processor pipelines keep "
+                    f"state from step to step ({', '.join(stateful_steps(self.preprocessor, self.postprocessor))}), "
+                    f"so each action needs its own step's observation")
+        return f"action horizon {horizon}: {what} predicts chunks of {self.chunk_size} actions (1 to {self.chunk_size})"
 
     def _postprocessed(self, actions: list[Any]) -> np.ndarray:
         """Queued raw actions, one per row, through the postprocessor."""
@@ -424,25 +466,27 @@ class LeRobotPolicy(Policy):
             raise ConfigError(f"policy {self.spec.path!r}: {problem}")
         self._checked.add(signature)
 
-    def _refill(self, batch: dict[str, Any], slots: Sequence[int], need: list[int]) -> None:
-        """Predict a chunk for the rows in `need` (indices into the batch) and queue it per slot."""
+    def _refill(self, batch: dict[str, Any], slots: Sequence[int], need: list[int], keep: int | None = None) -> None:
+        """Predict a chunk for the rows in `need` (indices into the batch) and queue its first `keep` actions
+        (default: n_action_steps) per slot."""
+        keep = keep or self.n_action_steps
         groups: dict[str, list[int]] = {}
         for i in need:
             groups.setdefault(batch["task"][i], []).append(i)
         for rows in groups.values():
             if self.forward == "per_slot":
                 for i in rows:
-                    self._predict(batch, slots, [i], {i: 0})
+                    self._predict(batch, slots, [i], {i: 0}, keep)
             elif self.forward == "grouped":
-                self._predict(batch, slots, rows, {i: pos for pos, i in enumerate(rows)})
+                self._predict(batch, slots, rows, {i: pos for pos, i in enumerate(rows)}, keep)
             else:  # padded: row s of the forward is slot s; as wide as the widest run among the live slots
                 width = max(max(state.n_slots for state in self._slots.values()), max(slots) + 1)
                 by_slot = {slots[i]: i for i in rows}
                 layout = [by_slot.get(s, rows[0]) for s in range(width)]
-                self._predict(batch, slots, layout, {i: slots[i] for i in rows})
+                self._predict(batch, slots, layout, {i: slots[i] for i in rows}, keep)
 
     def _predict(self, batch: dict[str, Any], slots: Sequence[int], layout: list[int],
-                 positions: dict[int, int]) -> None:
+                 positions: dict[int, int], keep: int) -> None:
         """One forward of the batch rows in `layout`; batch row i's chunk (at forward row `positions[i]`)
         goes to slot `slots[i]`'s queue. Other forward rows are fillers."""
         processed = self.preprocessor(_take(batch, layout))
@@ -455,7 +499,7 @@ class LeRobotPolicy(Policy):
         finally:
             self._noise_rows = None
         for i, pos in positions.items():
-            self._slots[slots[i]].queue.extend(chunk[pos, : self.n_action_steps].unbind(0))
+            self._slots[slots[i]].queue.extend(chunk[pos, :keep].unbind(0))
 
     def _act_per_instance(self, batch: dict[str, Any], slots: Sequence[int]) -> np.ndarray:
         """Policies without per-slot chunking: each slot's own copy, batch size 1, its own RNG stream."""
@@ -515,7 +559,8 @@ STATELESS_STEPS = frozenset({
     "AddBatchDimensionProcessorStep", "AddBatchDimensionObservationStep", "AddBatchDimensionActionStep",
     "AddBatchDimensionComplementaryDataStep", "DeviceProcessorStep", "NormalizerProcessorStep",
     "UnnormalizerProcessorStep", "RenameObservationsProcessorStep", "TokenizerProcessorStep",
-    "NewLineTaskProcessorStep", "IdentityProcessorStep",
+    "NewLineTaskProcessorStep", "IdentityProcessorStep", "Pi0NewLineProcessor",
+    "Pi05PrepareStateTokenizerProcessorStep",
 })
 
 
@@ -524,6 +569,25 @@ def stateless(pipeline: Any) -> bool:
     calls whose output is not used may be left out."""
     steps = getattr(pipeline, "steps", None)
     return steps is not None and all(type(step).__name__ in STATELESS_STEPS for step in steps)
+
+
+def stateful_steps(preprocessor: Any, postprocessor: Any) -> list[str]:
+    """The steps of a policy's two pipelines that may carry something from one call to the next (none: the pair is
+    stateless). Relative actions count only when enabled: pi0's and pi05's pipelines always hold the pair, disabled
+    unless `use_relative_actions`, and the preprocessor step's cached state is read only by an enabled
+    AbsoluteActionsProcessorStep."""
+    pre, post = (getattr(pipeline, "steps", None) for pipeline in (preprocessor, postprocessor))
+    if pre is None or post is None:
+        return ["a pipeline without steps"]
+    relative = {"RelativeActionsProcessorStep", "AbsoluteActionsProcessorStep"}
+    enabled = [step for step in [*pre, *post] if type(step).__name__ in relative and getattr(step, "enabled", True)]
+    return [type(step).__name__ for step in [*pre, *post] if type(step).__name__ not in STATELESS_STEPS
+            and not (type(step).__name__ in relative and not enabled)]
+
+
+def pipelines_stateless(preprocessor: Any, postprocessor: Any) -> bool:
+    """Whether both pipelines' outputs depend only on their inputs (see `stateful_steps`)."""
+    return not stateful_steps(preprocessor, postprocessor)
 
 
 def _shared_copy(policy: Any) -> Any:

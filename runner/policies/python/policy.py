@@ -2,8 +2,9 @@
 
 `factory(**policy.kwargs)` returns either
 - a batched policy with the protocol of `runner.policies.base.Policy` (`select_action(observation,
-  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `take_queued(slot)`, `contract()`, `close()`
-  optional), run in the main process; or
+  task_texts, slots)` required; `reset(starts)`, `observation_keys`, `take_queued(slot)`, `contract()`,
+  `max_horizon()` with `select_chunk(observation, task_texts, slots, horizon)` (action chunks for `runner serve`),
+  `close()` optional), run in the main process; or
 - a per-env policy (`act(observation)`, optional `reset(start)`, `observation_keys` and `contract()`), which the
   engine may build inside each worker (the factory is then imported there).
 
@@ -103,12 +104,28 @@ class UserBatched(Policy):
     def contract(self) -> PolicyContract | None:
         return declared_contract(self.inner, self.where)
 
+    def max_horizon(self) -> int:
+        most = getattr(self.inner, "max_horizon", None)
+        if not callable(most):
+            return 1
+        value = most()
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{self.where}: the policy's max_horizon() must return an integer >= 1, not {value!r}")
+        return value
+
+    def select_chunk(self, observation: Mapping[str, Any], task_texts: Sequence[str], slots: Sequence[int],
+                     horizon: int) -> np.ndarray:
+        if not callable(getattr(self.inner, "select_chunk", None)):
+            return super().select_chunk(observation, task_texts, slots, horizon)
+        return self.inner.select_chunk(observation, task_texts, slots, horizon)
+
     def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()
 
 
-BATCHED_OPTIONAL = ("reset", "take_queued", "contract", "close")  # optional methods of a batched policy
+# optional methods of a batched policy
+BATCHED_OPTIONAL = ("reset", "take_queued", "contract", "max_horizon", "select_chunk", "close")
 PER_ENV_OPTIONAL = ("reset", "contract")  # and of a per-env one
 MAX_KEYS = 256
 

@@ -9,4 +9,5 @@ TYPE = PolicyType(
     runtime="runner.policies.random.policy:make",
     summary="Uniform samples from the env's action space, seeded with the episode's seed",
     kwargs_schema={"type": "object", "additionalProperties": False},
+    needs_action_space=True,
 )

@@ -1,5 +1,6 @@
-"""`policy.type: remote`: a policy served over WebSocket in openpi's wire format (the client is `policy.py`, the
-wire format `wire.py` and `protocol.py`, the request mapping `request.py`; `runner serve` is runner.serve)."""
+"""`policy.type: remote`: a policy served over WebSocket, in openpi's protocol or vla-eval's (the client is
+`policy.py` and `client.py`, each protocol's side `protocol.py` (openpi) and `vlaeval.py`, the wire format
+`wire.py`, the request mapping `request.py`; `runner serve` is runner.serve)."""
 
 from __future__ import annotations
 
@@ -28,15 +29,29 @@ IMAGE = {
     },
 }
 
+PROTOCOLS = ("openpi", "vla-eval")
+VLA_EVAL_ONLY = ("image_format", "benchmark")
+
 KWARGS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
+        "protocol": {"description": "The server's protocol: openpi (openpi's serve_policy.py, runner serve) or "
+                                    "vla-eval (allenai's vla-evaluation-harness model servers, runner serve "
+                                    "--protocol vla-eval)",
+                     "enum": list(PROTOCOLS), "default": "openpi"},
+        "image_format": {"description": "vla-eval only: how images travel (raw bytes, or PNG / JPEG compressed)",
+                         "enum": ["raw", "png", "jpeg"], "default": "raw"},
+        "benchmark": {"description": "vla-eval only: the benchmark name sent in HELLO (default: the env type)",
+                      "type": ["string", "null"], "minLength": 1, "maxLength": 200, "default": None},
         "api_key_env": {"description": "The environment variable holding the server's API key (sent as "
                                        "Authorization: Api-Key <key>); never the key itself",
                         "type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$", "maxLength": 100, "default": None},
         "request": {"description": "Request key -> what it holds (a source, or an image source with options); "
-                                   "default: runner's own layout (pixels, agent_pos, environment_state, task)",
+                                   "under vla-eval a dot in a key nests (images.agentview); default: the "
+                                   "protocol's layout (openpi: pixels, agent_pos, environment_state, task; vla-eval: "
+                                   "images, state, environment_state, task_description), images only when the "
+                                   "server's metadata declares it reads them",
                     "type": "object", "minProperties": 1, "maxProperties": 32,
                     "propertyNames": {"pattern": "^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,99}$"},
                     "additionalProperties": {"oneOf": [
@@ -49,7 +64,7 @@ KWARGS_SCHEMA = {
                          "type": ["integer", "null"], "minimum": 1, "maximum": 10000, "default": None},
         "control_messages": {"description": "Send episode_start / episode_end control messages: auto = when the "
                                             "server's metadata says it speaks them (runner serve does; openpi's "
-                                            "servers do not)",
+                                            "servers do not); under vla-eval, always",
                              "enum": ["auto", True, False], "default": "auto"},
         "connect_timeout_s": {"description": "How long connecting, and the server's metadata, may take (seconds)",
                               "type": "number", "exclusiveMinimum": 0, "maximum": 600, "default": 10.0},
@@ -68,11 +83,22 @@ IMAGE_OPTIONS = ("resize", "flip", "layout", "dtype")
 
 
 def check(policy: Mapping[str, Any], env: Mapping[str, Any], family: Any) -> list[tuple[tuple, str, str | None]]:
-    """Image options on a source that is not an image; image sources the env will not give (when its family knows
-    the names of its images before it runs)."""
+    """vla-eval's options under openpi; request keys that cannot nest (vla-eval); image options on a source that is
+    not an image; image sources the env will not give (when its family knows the names of its images before it
+    runs)."""
     problems: list[tuple[tuple, str, str | None]] = []
+    kwargs = policy["kwargs"]
+    vla_eval = kwargs.get("protocol") == "vla-eval"
+    if not vla_eval:
+        problems.extend((("policy", "kwargs", option), f"{option} is an option of protocol vla-eval, not of "
+                                                       f"{kwargs.get('protocol', 'openpi')}: set policy.kwargs."
+                                                       f"protocol: vla-eval, or leave {option} out", None)
+                        for option in VLA_EVAL_ONLY if option in kwargs)
+    mapping = kwargs.get("request") or {}
+    if vla_eval:
+        problems.extend(_nesting(mapping))
     names = family.pixel_names(env) if family.pixel_names is not None else ...
-    for key, value in (policy["kwargs"].get("request") or {}).items():
+    for key, value in mapping.items():
         options = value if isinstance(value, Mapping) else {"from": value}
         source = str(options["from"])
         path = ("policy", "kwargs", "request", key)
@@ -97,10 +123,27 @@ def check(policy: Mapping[str, Any], env: Mapping[str, Any], family: Any) -> lis
     return problems
 
 
+def _nesting(mapping: Mapping[str, Any]) -> list[tuple[tuple, str, str | None]]:
+    """vla-eval's request keys nest at dots: each part non-empty, and no key both a value and a map of others."""
+    problems: list[tuple[tuple, str, str | None]] = []
+    keys = list(mapping)
+    for key in keys:
+        path = ("policy", "kwargs", "request", key)
+        if not all(key.split(".")):
+            problems.append((path, "an empty part between dots: under vla-eval a dot nests (images.agentview)", None))
+            continue
+        inner = next((other for other in keys if other.startswith(key + ".")), None)
+        if inner is not None:
+            problems.append((path, f"{key} holds a value and {inner} nests under it: under vla-eval a dot nests; "
+                                   "use another key", None))
+    return problems
+
+
 TYPE = PolicyType(
     name="remote",
     runtime="runner.policies.remote.policy:make",
-    summary="A policy served over WebSocket (openpi's wire format): runner serve, openpi's serve_policy.py, ...",
+    summary="A policy served over WebSocket (openpi's protocol or vla-eval's): runner serve, openpi's "
+            "serve_policy.py, vla-eval's model servers, ...",
     kwargs_schema=KWARGS_SCHEMA,
     url="ws:// or wss:// URL of the policy server",
     images=True,

@@ -1,11 +1,17 @@
-"""`remote`: a policy served over WebSocket in openpi's wire format (`runner serve`, openpi's serve_policy.py, ...).
+"""`remote`: a policy served over WebSocket, in openpi's protocol (`runner serve`, openpi's serve_policy.py, ...) or
+vla-eval's (`policy.kwargs.protocol: vla-eval`: vla-eval's model servers, `runner serve --protocol vla-eval`).
 
 Each slot runs a `RemotePolicy` of its own, inside its worker process when there are workers: one connection per
 worker, so one worker's simulation overlaps with another's inference, and a server that batches sees requests
-from every worker at once. Per episode: `reset` sends "episode_start" (when the server speaks control messages)
-and empties the action queue; `act` sends the observation (runner's layout, or `policy.kwargs.request`) when the
-queue is empty and queues the first `replan_steps` actions of the reply (a reply of shape (H, *action_shape) is a
-chunk, (*action_shape) one action); the episode's end sends "episode_end" with its success.
+from every worker at once. Per episode: `reset` tells the server the episode starts (when the protocol and the
+server speak episode messages) and empties the action queue; `act` sends the observation (the protocol's layout,
+or `policy.kwargs.request`) when the queue is empty and queues the first `replan_steps` actions of the reply (a
+reply of shape (H, *action_shape) is a chunk, (*action_shape) one action); the episode's end is told to the server
+with its success and steps. What differs between the protocols is a `client.Protocol`; the rest is written once.
+
+Without a request mapping, the env gives (and runner sends) what the server's metadata declares its policy reads;
+a server that declares no inputs (openpi's) gets no images, so nothing is rendered for it, and the main process
+says so once on stderr.
 
 A connection that drops mid-episode fails the episode as `PolicyUnavailable` (transient): the engine runs it
 again from its start on a fresh worker, which reconnects (with retries and backoff); then it is recorded as an
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,29 +31,51 @@ from typing import Any
 import numpy as np
 
 from runner.adapters import option_defaults
-from runner.contract import PolicyContract, from_data
+from runner.contract import PolicyContract
 from runner.errors import ConfigError, EvaluationError, RunnerError
-from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
-from runner.policies.remote import TYPE, protocol, request
-from runner.policies.remote.client import Connection, Endpoint
+from runner.policies.base import PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
+from runner.policies.remote import TYPE, request
+from runner.policies.remote.client import Connection, Endpoint, Protocol
+from runner.policies.remote.metadata import json_safe
 from runner.spec import EnvSpec, PolicySpec
 from runner.text import with_article
 
 MIB = 1024 * 1024
-KNOWN_KEYS = frozenset({PIXELS, AGENT_POS, ENV_STATE})
+OPENPI, VLA_EVAL = "openpi", "vla-eval"
+RENDER_MS_PER_MEGAPIXEL = 200  # software rendering (Mesa llvmpipe): ~47 ms a 480x480 frame (benchmarks/README.md)
 
 
 @dataclass(frozen=True)
 class Options:
     endpoint: Endpoint
-    control: str | bool  # "auto": when the server's metadata says it speaks control messages
+    control: str | bool  # "auto": when the protocol and the server's metadata say it speaks episode messages
     items: tuple[request.Item, ...] | None
     actions_key: str
     replan_steps: int | None
+    protocol: str = OPENPI
+    image_format: str = "raw"  # vla-eval
+    benchmark: str | None = None  # vla-eval: HELLO's benchmark
+    keys: frozenset[str] | None = None  # the observation keys sent (set by `make`; None: all the env gives)
+
+    def speaker(self) -> Protocol:
+        """A new protocol side for one connection."""
+        return speaker(self.protocol, self.image_format, self.benchmark)
 
 
-def options(policy: PolicySpec) -> Options:
-    """The spec's remote options (policy.kwargs was checked against the type's kwargs schema when loaded)."""
+def speaker(protocol: str, image_format: str = "raw", benchmark: str | None = None) -> Protocol:
+    """Protocol `protocol`'s side of one connection."""
+    if protocol == VLA_EVAL:
+        from runner.policies.remote.vlaeval import Client
+
+        return Client(image_format, benchmark)
+    from runner.policies.remote.protocol import OpenPI
+
+    return OpenPI()
+
+
+def options(policy: PolicySpec, env: EnvSpec | None = None) -> Options:
+    """The spec's remote options (policy.kwargs was checked against the type's kwargs schema when loaded); `env`
+    names vla-eval's benchmark when the spec does not."""
     if not policy.url:
         raise ConfigError("policy type 'remote' needs policy.url (ws://host:port of the policy server)")
     kw = {**option_defaults(TYPE), **policy.kwargs}
@@ -54,69 +83,108 @@ def options(policy: PolicySpec) -> Options:
                         connect_timeout_s=float(kw["connect_timeout_s"]), connect_retries=int(kw["connect_retries"]),
                         backoff_s=float(kw["backoff_s"]), request_timeout_s=float(kw["request_timeout_s"]),
                         max_message_bytes=int(float(kw["max_message_mb"]) * MIB))
+    benchmark = kw["benchmark"] or (env.type if env is not None else None)
     return Options(endpoint, kw["control_messages"], request.parse(kw.get("request")), kw["actions_key"],
-                   kw["replan_steps"])
+                   kw["replan_steps"], kw["protocol"], kw["image_format"], benchmark)
 
 
 @functools.cache
-def _metadata(endpoint: Endpoint) -> Any:
-    """The server's metadata (one connection, closed again); cached for the main process's preflight and make."""
-    connection = Connection(endpoint)
+def _metadata(endpoint: Endpoint, protocol: str, image_format: str) -> Any:
+    """The server's metadata (one connection, closed again); cached for the main process's preflight and make (the
+    env, and so vla-eval's benchmark name, is not known to preflight: its HELLO names none unless the spec does)."""
+    connection = Connection(endpoint, speaker(protocol, image_format))
     try:
         return connection.open()
     finally:
         connection.close()
 
 
+def _server_metadata(opts: Options) -> Any:
+    return _metadata(opts.endpoint, opts.protocol, opts.image_format)
+
+
 def preflight(policy: PolicySpec) -> dict[str, Any]:
-    """The server is reachable (with the spec's retries) and what it says of itself, for the run's provenance."""
+    """The server is reachable (with the spec's retries) and what it says of itself, for the run's provenance: a few
+    readable fields, and its whole metadata as bounded JSON (`server_metadata`)."""
     opts = options(policy)
-    meta = _metadata(opts.endpoint)
-    identity: dict[str, Any] = {"url": opts.endpoint.url}
-    if isinstance(meta, Mapping):
-        if isinstance(meta.get("server"), str):
-            version = meta.get("runner_version")
-            identity["server"] = meta["server"] + (f" {version}" if isinstance(version, str) else "")
-        served = meta.get("policy")
-        if isinstance(served, Mapping):
-            for key, value in list(served.items())[:10]:
-                if isinstance(key, str) and isinstance(value, (str, bool, int)):
-                    identity[f"server_{key}"[:100]] = value[:2000] if isinstance(value, str) else value
+    meta = _server_metadata(opts)
+    identity: dict[str, Any] = {"url": opts.endpoint.url, **opts.speaker().identity(meta)}
+    identity["server_metadata"] = json_safe(meta) if isinstance(meta, Mapping) else {"value": json_safe(meta)}
     return identity
 
 
 def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
-    opts = options(policy)
-    meta = _metadata(opts.endpoint)
+    """One `RemotePolicy` per slot; the observation keys and the contract from the server's metadata."""
+    opts = options(policy, env)
+    meta = _server_metadata(opts)
+    side = opts.speaker()
+    found = served_contract(meta, opts, side)
     if opts.items is not None:
         keys: frozenset[str] | None = request.observation_keys(opts.items)
     else:
-        listed = meta.get("observation_keys") if isinstance(meta, Mapping) else None
-        keys = None if not isinstance(listed, list) else frozenset(k for k in listed if k in KNOWN_KEYS)
-    return PerEnvBatch(functools.partial(RemotePolicy, opts), keys, contract=served_contract(meta, opts))
+        inputs = side.inputs(meta)
+        keys = inputs.keys
+        if not inputs.declared:
+            _warn_once(opts, env, keys)
+    opts = dataclasses.replace(opts, keys=keys)
+    return PerEnvBatch(functools.partial(RemotePolicy, opts), keys, contract=found)
 
 
-def served_contract(meta: Any, opts: Options) -> PolicyContract | None:
-    """What the server's metadata declares under "contract" (runner.contract's `to_data`: `runner serve` sends its
-    policy's), its keys read through `policy.kwargs.request` when the spec has one; None when it declares nothing."""
-    declared = meta.get(protocol.CONTRACT) if isinstance(meta, Mapping) else None
-    if declared is None:
-        return None
+def served_contract(meta: Any, opts: Options, side: Protocol | None = None) -> PolicyContract | None:
+    """What the server's metadata declares of its policy (openpi's metadata: "contract", runner.contract's `to_data`;
+    vla-eval's HELLO: action_spec and observation_spec), its keys read through `policy.kwargs.request` when the
+    spec has one; None when it declares nothing. A malformed declaration is an EvaluationError."""
+    side = side or opts.speaker()
     url = opts.endpoint.url
-    sources = None
-    if opts.items is not None:
-        sources = {item.key: (".".join(item.source), item.resize is not None) for item in opts.items
-                   if item.source != (request.TASK,)}
-        texts = {item.key for item in opts.items if item.source == (request.TASK,)}
-        if isinstance(declared, Mapping) and isinstance(declared.get("inputs"), Mapping):
-            declared = {**declared, "inputs": {k: v for k, v in declared["inputs"].items() if k not in texts}}
     try:
-        found = from_data(declared, who=f"the policy server at {url}", sources=sources)
+        found = side.contract(meta, opts.items, f"the policy server at {url}")
     except ValueError as exc:
-        raise EvaluationError(f"the policy server at {url} declares a malformed contract in its metadata: "
-                              f"{exc}") from None
+        what = "HELLO" if opts.protocol == VLA_EVAL else "metadata"
+        raise EvaluationError(f"the policy server at {url} declares a malformed contract in its {what}: "
+                              f"{' '.join(str(exc).split())[:1000]}") from None
+    if found is None:
+        return None
     option = "policy.kwargs.request" if opts.items is not None else None
     return dataclasses.replace(found, rename_option=option, rename_form="{policy}: {source}")
+
+
+def _warn_once(opts: Options, env: EnvSpec, keys: frozenset[str] | None) -> None:
+    """A server that declares no inputs gets no images: say so once per server (main process, stderr), with what
+    the images would cost and how to send them."""
+    url = opts.endpoint.url
+    if url in _WARNED:
+        return
+    _WARNED.add(url)
+    cost, example = _rendering_cost(env)
+    sent = ", ".join(sorted(keys or ())) + (" and the task text" if keys else "the task text")
+    example_key = f"images.{example.partition('.')[2] or 'image'}" if opts.protocol == VLA_EVAL else "image"
+    print(f"runner: warning: the policy server at {url} declares no inputs: runner sends it {sent}, no images "
+          f"({cost}); to send images, map them in policy.kwargs.request (e.g. {example_key}: {example})",
+          file=sys.stderr, flush=True)
+
+
+_WARNED: set[str] = set()  # the servers warned of, in this process
+
+
+def _rendering_cost(env: EnvSpec) -> tuple[str, str]:
+    """What rendering the env's images for every step would cost (from its spec), and an image source to name."""
+    try:
+        from runner.envs import get_adapter
+
+        provides = get_adapter(env.type).provides(env)
+    except Exception:  # noqa: BLE001 - an env family not installed here (a relay): the estimate is only a hint
+        provides = None
+    images = {k: v for k, v in (provides.observations.items() if provides is not None else ())
+              if k == PIXELS or k.startswith(PIXELS + ".")}
+    example = next(iter(images), PIXELS)
+    sizes = [shape for shape in images.values() if shape is not None and len(shape) >= 2]
+    if not sizes:
+        return "rendering images for every step costs tens of ms a step on CPU", example
+    pixels = sum(int(h) * int(w) for h, w, *_ in sizes)
+    shown = ", ".join(f"{h}x{w}" for h, w, *_ in sizes)
+    ms = max(1, round(pixels / 1e6 * RENDER_MS_PER_MEGAPIXEL))
+    return (f"rendering {with_article('image') if len(sizes) == 1 else f'{len(sizes)} images'} of {shown} for "
+            f"every step costs ~{ms} ms a step on CPU"), example
 
 
 class RemotePolicy(PerEnvPolicy):
@@ -124,15 +192,17 @@ class RemotePolicy(PerEnvPolicy):
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
-        self.connection = Connection(opts.endpoint)
+        self.connection = Connection(opts.endpoint, opts.speaker())
         self.start: EpisodeStart | None = None
         self.queue: deque[np.ndarray] = deque()
         self.shape: tuple[int, ...] = ()
         self.control = False
+        self.steps = 0
 
     def reset(self, start: EpisodeStart) -> None:
         self.start = start
         self.queue.clear()
+        self.steps = 0
         shape = getattr(start.action_space, "shape", None)
         self.shape = tuple(shape) if shape is not None else ()
         if not self.connection.is_open:
@@ -140,30 +210,34 @@ class RemotePolicy(PerEnvPolicy):
         if not self.control:
             return
         try:
-            reply = self.connection.request(protocol.episode_start(start))
+            self.connection.episode_start(start)
         except RunnerError as exc:
             if not getattr(exc, "transient", False):
                 raise
             self._open()  # the server went away between episodes: nothing of this episode is lost yet
-            reply = self.connection.request(protocol.episode_start(start))
-        if not (isinstance(reply, Mapping) and reply.get(protocol.ACK) == protocol.EPISODE_START):
-            raise EvaluationError(f"the policy server at {self.opts.endpoint.url} answered episode_start with "
-                                  f"{_keys(reply)}, not an acknowledgement; if it does not speak control messages, "
-                                  "set policy.kwargs.control_messages: false")
+            self.connection.episode_start(start)
 
     def _open(self) -> None:
         meta = self.connection.open()
         if self.opts.control == "auto":
-            self.control = isinstance(meta, Mapping) and meta.get("control_messages") is True
+            self.control = self.connection.protocol.speaks_control(meta)
         else:
             self.control = self.opts.control is True
 
     def act(self, observation: Mapping[str, Any]) -> np.ndarray:
         if not self.queue:
             assert self.start is not None
-            reply = self.connection.request(request.build(self.opts.items, observation, self.start.task.text))
-            self.queue.extend(self._actions(reply))
+            self.queue.extend(self._actions(self.connection.request(self._request(observation))))
+        self.steps += 1
         return self.queue.popleft()
+
+    def _request(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+        keys, text = self.opts.keys, self.start.task.text if self.start is not None else ""
+        if self.opts.items is not None:
+            return request.build(self.opts.items, observation, text, nested=self.connection.protocol.nested_keys)
+        if keys is not None:  # only what the server reads (an env may give more, e.g. for videos)
+            observation = {k: v for k, v in observation.items() if k in keys}
+        return self.connection.protocol.layout(observation, text)
 
     def _actions(self, reply: Any) -> list[np.ndarray]:
         key = self.opts.actions_key
@@ -171,7 +245,11 @@ class RemotePolicy(PerEnvPolicy):
         if not isinstance(reply, Mapping) or key not in reply:
             raise EvaluationError(f"the policy server at {url} replied without {key!r} ({_keys(reply)}); "
                                   "policy.kwargs.actions_key names the reply's key of the actions")
-        actions = np.asarray(reply[key])
+        try:
+            actions = np.asarray(reply[key])
+        except (TypeError, ValueError) as exc:
+            raise EvaluationError(f"the policy server at {url} sent {key!r} that is not an array: "
+                                  f"{' '.join(str(exc).split())[:200]}") from None
         if actions.dtype.kind not in "biuf":
             raise EvaluationError(f"the policy server at {url} sent {key!r} of dtype {actions.dtype}, not numbers")
         if actions.ndim == len(self.shape):
@@ -187,7 +265,7 @@ class RemotePolicy(PerEnvPolicy):
         if not (self.control and self.start is not None and self.connection.is_open):
             return
         try:
-            self.connection.request(protocol.episode_end(self.start, success))
+            self.connection.episode_end(self.start, success, self.steps)
         except RunnerError:
             self.connection.close()
 
@@ -197,5 +275,5 @@ class RemotePolicy(PerEnvPolicy):
 
 def _keys(reply: Any) -> str:
     if isinstance(reply, Mapping):
-        return f"keys: {', '.join(sorted(map(str, reply))[:20]) or 'none'}"
+        return f"keys: {', '.join(sorted(str(k)[:100] for k in list(reply)[:100])[:20]) or 'none'}"
     return with_article(type(reply).__name__)

@@ -1,11 +1,12 @@
-"""The remote-policy protocol's messages besides observations and actions (docs/remote-policies.md).
+"""openpi's remote-policy protocol (the default of `policy.kwargs.protocol`; docs/remote-policies.md): its messages
+besides observations and actions, and `OpenPI`, the client's side of it (runner.policies.remote.client.Protocol).
 
 On connect the server sends one metadata map. Control messages are maps with "__ctrl__" (the field's convention,
 from vla-eval and others): "episode_start" (with "__task__" and "__episode_id__", and runner's own fields: the
 episode's seed, index, task and action space, so a served policy starts the episode exactly as a local one) and
 "episode_end" (with "__success__"); the server answers each with {"__ack__": <the control>}. Servers that do not
 speak them (openpi's) never get them: runner's client sends them only when the metadata says
-"control_messages": true, or when the spec asks.
+"control_messages": true, or when the spec asks. Every request is one msgpack map answered by one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from runner.policies.base import EpisodeStart
+from runner.contract import PolicyContract, from_data
+from runner.errors import EvaluationError
+from runner.policies.base import AGENT_POS, ENV_STATE, PIXELS, EpisodeStart
+from runner.policies.remote import wire
+from runner.policies.remote.client import Connection, Inputs, Protocol
 from runner.spec.limits import MAX_BATCH_SIZE
 from runner.tasks import TaskRef
 
@@ -27,6 +32,9 @@ EPISODE_START, EPISODE_END = "episode_start", "episode_end"
 HEALTH_PATH, STATS_PATH = "/healthz", "/stats"
 MAX_SPACE_ITEMS = 100_000  # elements of an action space's bounds
 MAX_TEXT = 10_000
+KNOWN_KEYS = frozenset({PIXELS, AGENT_POS, ENV_STATE})  # runner's observation keys
+WITHOUT_IMAGES = frozenset({AGENT_POS, ENV_STATE})  # what is sent to a server that declares no inputs
+MAX_POLICY_FIELDS = 10  # of the metadata's "policy" map, kept in the run's provenance
 
 
 class ProtocolError(ValueError):
@@ -102,6 +110,100 @@ def metadata(*, policy: Mapping[str, Any], observation_keys: frozenset[str] | No
             "max_batch": max_batch, **({CONTRACT: dict(contract)} if contract is not None else {})}
 
 
+# -- the client's side -------------------------------------------------------------------------------------
+
+
+class OpenPI(Protocol):
+    """openpi's protocol as runner's client speaks it: the metadata map on connect, one map per request answered by
+    one map, control messages (acknowledged) when the server speaks them."""
+
+    name = "openpi"
+
+    def handshake(self, link: Connection) -> Any:
+        return link.receive("the metadata", link.endpoint.connect_timeout_s)
+
+    def request(self, link: Connection, message: Mapping[str, Any]) -> Any:
+        link.send(lambda: wire.pack(message))
+        return link.receive("a reply", link.endpoint.request_timeout_s)
+
+    def episode_start(self, link: Connection, start: EpisodeStart) -> None:
+        self._control(link, episode_start(start), EPISODE_START)
+
+    def episode_end(self, link: Connection, start: EpisodeStart, success: bool, steps: int) -> None:
+        self._control(link, episode_end(start, success), EPISODE_END)
+
+    def _control(self, link: Connection, message: dict[str, Any], control: str) -> None:
+        link.send(lambda: wire.pack(message))
+        reply = link.receive("a reply", link.endpoint.request_timeout_s)
+        if not (isinstance(reply, Mapping) and reply.get(ACK) == control):
+            link.close()
+            raise EvaluationError(f"the policy server at {link.url} answered {control} with {_keys(reply)}, not an "
+                                  "acknowledgement; if it does not speak control messages, set "
+                                  "policy.kwargs.control_messages: false")
+
+    def speaks_control(self, metadata: Any) -> bool:
+        return isinstance(metadata, Mapping) and metadata.get("control_messages") is True
+
+    def inputs(self, metadata: Any) -> Inputs:
+        """"observation_keys" (runner serve's; null: every key), else the keys of a declared contract's inputs, else
+        nothing declared (openpi's servers): runner's layout without images."""
+        meta = metadata if isinstance(metadata, Mapping) else {}
+        if "observation_keys" in meta:
+            listed = meta["observation_keys"]
+            if not isinstance(listed, list):
+                return Inputs(None, True)
+            return Inputs(frozenset(k for k in listed[:1000] if k in KNOWN_KEYS), True)
+        declared = meta.get(CONTRACT)
+        inputs = declared.get("inputs") if isinstance(declared, Mapping) else None
+        if isinstance(inputs, Mapping) and inputs:
+            roots = {str(key).partition(".")[0] for key in list(inputs)[:1000]}
+            return Inputs(frozenset(roots & KNOWN_KEYS), True)
+        return Inputs(WITHOUT_IMAGES, False)
+
+    def layout(self, observation: Mapping[str, Any], task_text: str) -> dict[str, Any]:
+        return {**observation, "task": task_text}
+
+    def contract(self, metadata: Any, items: tuple[Any, ...] | None, who: str) -> PolicyContract | None:
+        """What the metadata declares under "contract" (runner.contract's `to_data`: `runner serve` sends its
+        policy's), its keys read through the request mapping when the spec has one."""
+        declared = metadata.get(CONTRACT) if isinstance(metadata, Mapping) else None
+        if declared is None:
+            return None
+        sources = None
+        if items is not None:
+            sources = {item.key: (".".join(item.source), item.resize is not None) for item in items
+                       if item.source != ("task",)}
+            texts = {item.key for item in items if item.source == ("task",)}
+            if isinstance(declared, Mapping) and isinstance(declared.get("inputs"), Mapping):
+                declared = {**declared, "inputs": {k: v for k, v in declared["inputs"].items() if k not in texts}}
+        return from_data(declared, who=who, sources=sources)
+
+    def identity(self, metadata: Any) -> dict[str, Any]:
+        return server_identity(metadata)
+
+
+def server_identity(metadata: Any) -> dict[str, Any]:
+    """runner serve's account of itself ("server", "runner_version", and its "policy" map as server_* fields)."""
+    identity: dict[str, Any] = {}
+    if not isinstance(metadata, Mapping):
+        return identity
+    if isinstance(metadata.get("server"), str):
+        version = metadata.get("runner_version")
+        identity["server"] = (metadata["server"] + (f" {version}" if isinstance(version, str) else ""))[:200]
+    served = metadata.get("policy")
+    if isinstance(served, Mapping):
+        for key, value in list(served.items())[:MAX_POLICY_FIELDS]:
+            if isinstance(key, str) and isinstance(value, (str, bool, int)):
+                identity[f"server_{key}"[:100]] = value[:2000] if isinstance(value, str) else value
+    return identity
+
+
+def _keys(reply: Any) -> str:
+    if isinstance(reply, Mapping):
+        return f"keys: {', '.join(sorted(str(k)[:100] for k in list(reply)[:100])[:20]) or 'none'}"
+    return f"a {type(reply).__name__}"
+
+
 # -- action spaces -----------------------------------------------------------------------------------------
 
 
@@ -163,6 +265,6 @@ def _bounds(data: Mapping[str, Any], key: str) -> np.ndarray:
     return value
 
 
-__all__ = ["ACK", "CTRL", "EPISODE_END", "EPISODE_START", "HEALTH_PATH", "PROTOCOL", "STATS_PATH", "ProtocolError",
-           "ack", "decode_space", "encode_space", "episode_end", "episode_id", "episode_start", "is_control",
-           "metadata", "parse_episode_start"]
+__all__ = ["ACK", "CTRL", "EPISODE_END", "EPISODE_START", "HEALTH_PATH", "PROTOCOL", "STATS_PATH", "OpenPI",
+           "ProtocolError", "ack", "decode_space", "encode_space", "episode_end", "episode_id", "episode_start",
+           "is_control", "metadata", "parse_episode_start", "server_identity"]

@@ -8,7 +8,8 @@ With `policy.kwargs.request`, one request key per item, each taken from a source
 
 Image sources take options: `resize: [H, W]` (scaled to fit with the aspect ratio kept and zero padding around,
 bilinear: openpi's `resize_with_pad`), `flip` (none, vertical, horizontal, both = 180 degrees), `layout` (HWC or
-CHW), `dtype` (uint8, or float32 in [0, 1]). Order: flip, resize, dtype, layout.
+CHW), `dtype` (uint8, or float32 in [0, 1]). Order: flip, resize, dtype, layout. Under vla-eval (`nested`) a dot in
+a request key nests: `images.agentview` is {"images": {"agentview": ...}}.
 """
 
 from __future__ import annotations
@@ -59,11 +60,34 @@ def observation_keys(items: tuple[Item, ...]) -> frozenset[str]:
     return frozenset(item.source[0] for item in items if item.source[0] != TASK)
 
 
-def build(items: tuple[Item, ...] | None, observation: Mapping[str, Any], task_text: str) -> dict[str, Any]:
-    """The request for one (unbatched) observation."""
+def build(items: tuple[Item, ...] | None, observation: Mapping[str, Any], task_text: str, *,
+          nested: bool = False) -> dict[str, Any]:
+    """The request for one (unbatched) observation (without items: runner's own layout); `nested`: dots in the
+    request keys nest."""
     if items is None:
         return {**observation, TASK: task_text}
-    return {item.key: task_text if item.source == (TASK,) else _value(item, observation) for item in items}
+    values = {item.key: task_text if item.source == (TASK,) else _value(item, observation) for item in items}
+    return nest(values) if nested else values
+
+
+def nest(values: Mapping[str, Any]) -> dict[str, Any]:
+    """{"images.agentview": x, "state": y} -> {"images": {"agentview": x}, "state": y}; ConfigError when a key is
+    both a value and a map of others, or has an empty part."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        if not all((*parents, leaf)):
+            raise ConfigError(f"policy.kwargs.request.{key}: an empty part between dots")
+        where = out
+        for depth, part in enumerate(parents):
+            where = where.setdefault(part, {})
+            if not isinstance(where, dict):
+                raise ConfigError(f"policy.kwargs.request: {key} nests under {'.'.join(parents[:depth + 1])}, "
+                                  "which is a request key of its own")
+        if leaf in where:
+            raise ConfigError(f"policy.kwargs.request: {key} is a request key and holds others nested under it")
+        where[leaf] = value
+    return out
 
 
 def _value(item: Item, observation: Mapping[str, Any]) -> Any:
@@ -124,4 +148,5 @@ def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
     return out
 
 
-__all__ = ["SOURCES", "TASK", "Item", "build", "observation_keys", "parse", "resize_with_pad", "transform_image"]
+__all__ = ["SOURCES", "TASK", "Item", "build", "nest", "observation_keys", "parse", "resize_with_pad",
+           "transform_image"]
