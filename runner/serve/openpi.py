@@ -14,45 +14,34 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.policies.remote import protocol, wire
+from runner.serve import session
 from runner.serve.layout import BadRequest
 from runner.text import with_article
 
-if TYPE_CHECKING:
-    from runner.serve.server import Client, PolicyServer
 
-
-class Session:
+class Session(session.Session):
     """One openpi connection."""
-
-    def __init__(self, server: PolicyServer, client: Client) -> None:
-        self.server = server
-        self.client = client
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        from runner.serve.server import CLOSE_BAD_DATA, CLOSE_POLICY_ERROR
-
         server, client, ws = self.server, self.client, self.client.ws
         await ws.send(wire.pack(server.metadata))
-        while not server.draining:
-            try:
-                data = await ws.recv()
-            except ConnectionClosed:
-                return
+        async for data in self.frames():
             client.busy = True
             t0 = time.monotonic()
             try:
                 reply, acted = await self._answer(data)
             except Exception as exc:  # noqa: BLE001 - that client's error frame; the server serves on
                 text = server.failed(client, exc)
+                bad = isinstance(exc, BadRequest)
                 with contextlib.suppress(ConnectionClosed):
                     await ws.send(text)
-                    await ws.close(CLOSE_BAD_DATA if isinstance(exc, BadRequest) else CLOSE_POLICY_ERROR,
-                                   "bad request" if isinstance(exc, BadRequest) else "policy error")
+                    await ws.close(session.CLOSE_BAD_DATA if bad else session.CLOSE_POLICY_ERROR,
+                                   "bad request" if bad else "policy error")
                 client.busy = False
                 return
             try:
@@ -67,12 +56,7 @@ class Session:
     async def _answer(self, data: Any) -> tuple[dict[str, Any], bool]:
         """The reply to one message, and whether it was an observation (not a control message)."""
         server = self.server
-        if isinstance(data, str):
-            raise BadRequest("a text frame; requests are binary msgpack maps")
-        try:
-            message = wire.unpack(data, server.limit)
-        except wire.WireError as exc:
-            raise BadRequest(str(exc)) from None
+        message = self.decode(data, wire.unpack)
         if not isinstance(message, dict):
             raise BadRequest(f"a request must be a map, not {with_article(type(message).__name__)}")
         if protocol.is_control(message):

@@ -40,13 +40,13 @@ from runner.policies.remote import protocol, request, vlaeval
 from runner.serve.batcher import Batcher, Request
 from runner.serve.episodes import ImplicitEpisodes
 from runner.serve.layout import BadRequest, Layout
+from runner.serve.session import CLOSE_GOING_AWAY
 from runner.serve.stats import ServerStats
 from runner.spec import Spec
 from runner.spec.derived import policy_label
 from runner.spec.limits import MAX_BATCH_SIZE
 
 MIB = 1024 * 1024
-CLOSE_BAD_DATA, CLOSE_POLICY_ERROR, CLOSE_GOING_AWAY = 1007, 1011, 1001
 OPENPI, VLA_EVAL = "openpi", "vla-eval"
 PROTOCOLS = (OPENPI, VLA_EVAL)
 MAX_HORIZON = 10_000

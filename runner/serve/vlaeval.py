@@ -15,45 +15,28 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from runner.policies.remote import protocol, vlaeval, wire
+from runner.policies.remote import protocol, vlaeval
+from runner.serve import session
 from runner.serve.layout import BadRequest
 
-if TYPE_CHECKING:
-    from runner.serve.server import Client, PolicyServer
 
-
-class Session:
+class Session(session.Session):
     """One vla-eval connection."""
-
-    def __init__(self, server: PolicyServer, client: Client) -> None:
-        self.server = server
-        self.client = client
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        from runner.serve.server import CLOSE_BAD_DATA
-
         server, client, ws = self.server, self.client, self.client.ws
-        while not server.draining:
+        async for data in self.frames():
             try:
-                data = await ws.recv()
-            except ConnectionClosed:
-                return
-            try:
-                if isinstance(data, str):
-                    raise BadRequest("a text frame; vla-eval's messages are binary msgpack maps")
-                try:
-                    message = vlaeval.unpack(data, server.limit)
-                except wire.WireError as exc:
-                    raise BadRequest(str(exc)) from None
+                message = self.decode(data, vlaeval.unpack)
             except BadRequest as exc:
                 text = server.failed(client, exc)
                 with contextlib.suppress(ConnectionClosed):
                     await ws.send(vlaeval.pack(vlaeval.ERROR, {"error": text}, 0))
-                    await ws.close(CLOSE_BAD_DATA, "bad request")
+                    await ws.close(session.CLOSE_BAD_DATA, "bad request")
                 return
             client.busy = True
             t0 = time.monotonic()
