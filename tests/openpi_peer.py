@@ -70,7 +70,7 @@ class Experts:
 
         if task not in self._experts:
             self._experts[task] = expert_for(task)
-        return self._experts[task].get_action(np.asarray(state))
+        return self._experts[task].get_action(np.array(state))  # a copy: openpi decodes read-only arrays
 
 
 def summary(obs: dict) -> dict:
