@@ -107,6 +107,8 @@ def test_implicit_episodes_are_numbered_and_find_the_specs_task_and_action_space
     assert by_name.action_space == gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     by_text = episodes.start(1, 1, 1001, ("not a task", by_name.task.text))
     assert by_text.task == by_name.task
+    for said in (" REACH a goal  position", "metaworld-reach-v3"):  # case, spacing, the env type as a prefix
+        assert episodes.task((said,)) == by_name.task
     unknown = episodes.start(0, 2, 1002, ("fly to the moon",))
     assert unknown.task.name == "fly to the moon" and unknown.task.group == "remote"
     assert unknown.action_space == by_name.action_space  # the spec's first task's
@@ -186,6 +188,11 @@ def test_serve_errors_are_one_line(tmp_path):
             reply = ask(ws, {"environment_state": np.zeros(39), "prompt": "fly to the moon"})
     assert isinstance(reply, str) and "\n" not in reply and "Traceback" not in reply
     assert "no scripted expert for 'fly to the moon'" in reply and "is none of the spec's (push-v3, reach-v3)" in reply
+    with served(spec, log_dir=tmp_path) as server:
+        ws, _ = connect(server.url)
+        with ws:
+            reply = ask(ws, {"agent_pos": np.zeros(4), "prompt": "push-v3"})
+    assert reply.startswith("bad request: the request has no environment_state, which policy 'scripted' reads")
     proc = runner_cli("serve", spec, "--port", "0", "--request", '{"state": "joint_angles"}', timeout=TIMEOUT_S)
     assert proc.returncode == 2 and "--request: state: 'joint_angles' is not valid" in one_error_line(proc)
 
@@ -237,3 +244,52 @@ def test_vla_eval_requests_that_cannot_be_taken_are_error_messages(tmp_path):
             with pytest.raises(ConnectionClosed) as closed:
                 ws.recv(timeout=60)
             assert closed.value.rcvd.code == 1007
+
+
+def test_one_openpi_connection_gets_a_new_implicit_episode_when_its_prompt_changes(tmp_path):
+    """openpi's LIBERO loop keeps one connection for every task: a new prompt is a new implicit episode (its task's
+    expert; the next seed), the same prompt continues the episode."""
+    pytest.importorskip("metaworld")
+    state = np.random.default_rng(0).uniform(-0.5, 0.5, 39)
+    with served(metaworld_spec(tmp_path, {"type": "scripted"}), log_dir=tmp_path) as server:
+        ws, _ = connect(server.url)
+        with ws:
+            got = [ask(ws, {"environment_state": state, "prompt": p})["actions"][0] for p in ("push-v3", "reach-v3")]
+    from runner.policies.scripted.policy import expert_for
+
+    for action, task in zip(got, ("push-v3", "reach-v3"), strict=True):
+        np.testing.assert_array_equal(action, expert_for(task).get_action(state))
+    with served(metaworld_spec(tmp_path, {"type": "random"}), log_dir=tmp_path) as server:
+        ws, _ = connect(server.url)
+        with ws:
+            replies = [ask(ws, {"agent_pos": np.zeros(4), "prompt": p})["actions"][0]
+                       for p in ("push-v3", "push-v3", "reach-v3")]
+    firsts = []
+    for n in range(2):
+        local = RandomPolicy()
+        from runner.policies.base import EpisodeStart
+        from runner.tasks import TaskRef
+
+        local.reset(EpisodeStart(0, TaskRef("t", 0, "x", ""), n, 1000 + n, gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
+        firsts.append([local.act({}), local.act({})])
+    np.testing.assert_array_equal(np.stack(replies), np.stack([*firsts[0], firsts[1][0]]))
+
+
+def test_a_client_in_the_other_protocol_is_told_which_one_to_set(tmp_path):
+    pytest.importorskip("metaworld")
+    spec = metaworld_spec(tmp_path, {"type": "scripted"})
+    quick = {"connect_timeout_s": 1, "connect_retries": 0}
+    with served(spec, log_dir=tmp_path, args=("--protocol", "vla-eval")) as server:
+        proc = run(spec, tmp_path / "a", "policy.type=remote", f"policy.url={server.url}",
+                   f"policy.kwargs={json.dumps(quick)}")
+    assert proc.returncode == 4 and "if it is one, set policy.kwargs.protocol: vla-eval" in one_error_line(proc)
+    with served(spec, log_dir=tmp_path) as server:
+        proc = run(spec, tmp_path / "b", "policy.type=remote", f"policy.url={server.url}",
+                   f"policy.kwargs={json.dumps({**quick, 'protocol': 'vla-eval'})}")
+    assert proc.returncode == 4 and "if it is one, set policy.kwargs.protocol: openpi" in one_error_line(proc)
+    layout = '{"observation/state": "environment_state", "prompt": "task"}'
+    with served(spec, log_dir=tmp_path, args=("--request", layout)) as server:
+        proc = run(spec, tmp_path / "c", "policy.type=remote", f"policy.url={server.url}")
+    assert proc.returncode == 2 and not (tmp_path / "c" / "episodes.jsonl").exists()
+    assert "reads requests with the keys observation/state, prompt (runner serve --request); the spec has no " \
+           "policy.kwargs.request" in one_error_line(proc)

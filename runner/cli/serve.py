@@ -86,6 +86,8 @@ def request_mapping(text: str | None) -> tuple | None:
     """--request's items (runner.policies.remote.request), checked against policy.kwargs.request's schema."""
     if text is None:
         return None
+    import difflib
+
     import jsonschema
     import yaml
 
@@ -107,12 +109,18 @@ def request_mapping(text: str | None) -> tuple | None:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not JSON or YAML: {' '.join(str(exc).split())[:300]}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not JSON or YAML"
+        raise ConfigError(f"{source}: {problem}{where} (a JSON or YAML map of request key -> source)") from None
     schema = KWARGS_SCHEMA["properties"]["request"]
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path)
-        what = f"{error.instance[:100]!r} is not valid" if isinstance(error.instance, str) else error.message[:300]
+        what = error.message[:300]
+        if isinstance(error.instance, str):
+            close = difflib.get_close_matches(error.instance.partition(".")[0], request.SOURCES, n=1)
+            what = f"{error.instance[:100]!r} is not valid" + (f"; did you mean {close[0]}?" if close else "")
         raise ConfigError(f"{source}: {where + ': ' if where else ''}{what} (a map of request key -> task, agent_pos, "
                           "environment_state, pixels or pixels.<camera>)")
     return request.parse(data)

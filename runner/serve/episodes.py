@@ -2,11 +2,12 @@
 send no episode boundaries at all; vla-eval's EPISODE_START carries no seed or action space).
 
 The rule (docs/remote-policies.md): the n-th implicit episode the server starts (n = 0, 1, ... over its life, in
-order) is seeded `eval.seed + n`; its task is the spec's task whose name or text equals what the client said (the
-prompt, vla-eval's task name or description), else a task of that name; its action space, when the policy needs
-one (`PolicyType.needs_action_space`: random), is the spec env's for that task (one env made once per task, on
-the policy's thread, then closed). An openpi client therefore gets one episode per connection, seeded
-`eval.seed + <connection index>` when its connections come one after the other.
+order) is seeded `eval.seed + n`; its task is the spec's task whose name or text is what the client said (the
+prompt, vla-eval's task name or description; case and spacing aside), else a task of that name; its action space,
+when the policy needs one (`PolicyType.needs_action_space`: random), is the spec env's for that task (one env made
+once per task, on the policy's thread, then closed). An openpi client therefore gets one episode per connection,
+seeded `eval.seed + <connection index>` when its connections come one after the other, and a new one whenever its
+prompt changes (openpi's LIBERO loop keeps one connection for every task).
 """
 
 from __future__ import annotations
@@ -49,9 +50,12 @@ class ImplicitEpisodes:
         return EpisodeStart(slot, task, number, seed, action_space, 1)
 
     def task(self, said: tuple[str, ...]) -> TaskRef:
+        """The spec's task a client names: its name (also as `<env type>-<name>`) or its text, whatever the case and
+        spacing; else a task of that name."""
         for candidate in said:
+            wanted = _normal(candidate)
             for task in self.tasks():
-                if candidate in (task.name, task.text):
+                if wanted in (_normal(task.name), _normal(task.text), _normal(f"{self.spec.env.type}-{task.name}")):
                     return task
         first = said[0] if said else ""
         return TaskRef("remote", 0, first, first)
@@ -100,6 +104,10 @@ class ImplicitEpisodes:
             adapter.check()
             self._adapter = adapter
         return self._adapter
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 def _why(exc: BaseException) -> str:

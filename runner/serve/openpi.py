@@ -59,11 +59,17 @@ class Session(session.Session):
         message = self.decode(data, wire.unpack)
         if not isinstance(message, dict):
             raise BadRequest(f"a request must be a map, not {with_article(type(message).__name__)}")
+        if {"type", "payload", "seq"} <= set(message):
+            raise BadRequest("a vla-eval message: this server speaks openpi's protocol (runner serve --protocol "
+                             "vla-eval speaks vla-eval's)")
         if protocol.is_control(message):
             server.stats.controls += 1
             return await self._control(message), False
         observation, text = server.layout.read(message)
-        actions, batch_size, ms = await server.act(self.client, observation, text)
+        client = self.client
+        if client.implicit and client.in_episode and " ".join(text.split()) != " ".join(client.said.split()):
+            server.end_episode(client)  # another prompt, another task: the next implicit episode
+        actions, batch_size, ms = await server.act(client, observation, text)
         if server.horizon == 1:
             actions = actions[None]
         return {"actions": actions, "server_timing": {"infer_ms": round(ms, 3), "batch_size": batch_size}}, True

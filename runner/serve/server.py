@@ -120,6 +120,7 @@ class Client:
     in_episode: bool = False
     busy: bool = False  # a request is being answered
     implicit: bool = False  # its episode is an implicit one (runner.serve.episodes)
+    said: str = ""  # what the client said of its implicit episode's task
     failed_start: str | None = None  # why its episode could not start (vla-eval: told at each observation)
 
 
@@ -163,6 +164,7 @@ class PolicyServer:
         declared = policy.contract()
         self.horizon = action_horizon(self.name, policy, declared, options)
         keys = policy.observation_keys
+        self.reads = None if keys is None else frozenset(keys)  # what a request must hold for the policy
         if options.request is not None:
             keys = request.observation_keys(options.request)
         keys = None if keys is None else frozenset(keys)
@@ -182,9 +184,7 @@ class PolicyServer:
         if request.path == protocol.HEALTH_PATH:
             return connection.respond(http.HTTPStatus.OK, "OK\n")
         if request.path == vlaeval.HEALTH_PATH:  # vla-eval's readiness probe
-            response = connection.respond(http.HTTPStatus.OK, '{"status": "ok"}\n')
-            response.headers["Content-Type"] = "application/json"
-            return response
+            return _json(connection.respond(http.HTTPStatus.OK, '{"status": "ok"}\n'))
         if self.key is not None:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Api-Key {self.key}".encode()):
@@ -192,9 +192,7 @@ class PolicyServer:
                 return connection.respond(http.HTTPStatus.UNAUTHORIZED, "missing or wrong API key "
                                                                         "(send Authorization: Api-Key <key>)\n")
         if request.path == protocol.STATS_PATH:
-            response = connection.respond(http.HTTPStatus.OK, json.dumps(self.snapshot()) + "\n")
-            response.headers["Content-Type"] = "application/json"
-            return response
+            return _json(connection.respond(http.HTTPStatus.OK, json.dumps(self.snapshot()) + "\n"))
         if self.draining:
             return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down\n")
         if len(self.clients) >= self.options.max_connections:
@@ -247,6 +245,10 @@ class PolicyServer:
         """The reply's actions for one observation ((horizon, *A), or (*A) for vla-eval's one action), the size
         of the batch they were computed in, and the milliseconds it took; an implicit episode first when the client
         is in none."""
+        missing = sorted(self.reads - set(observation)) if self.reads is not None else []
+        if missing:
+            raise BadRequest(f"the request has no {', '.join(missing)}, which policy {self.name!r} reads (runner's "
+                             f"layout: {', '.join(sorted(self.reads))}, task; other keys are mapped with --request)")
         if not client.in_episode:
             await self.start_implicit(client, text)
         assert self.batcher is not None
@@ -273,7 +275,7 @@ class PolicyServer:
             return self.implicit.start(slot, number, seed, said)
 
         start = await asyncio.get_running_loop().run_in_executor(self.executor, call)
-        client.implicit = True
+        client.implicit, client.said = True, said[0] if said else ""
         await self._reset(client, start)
 
     def end_episode(self, client: Client) -> None:
@@ -301,8 +303,10 @@ class PolicyServer:
             return ""
         hints = []
         known = self.implicit.known()
-        if start.task.group == "remote" and known:
-            hints.append(f"the task {start.task.name[:100]!r} is none of the spec's ({known}): the prompt names a "
+        if not start.task.name:
+            hints.append("the request names no task: send the prompt (or task) with it")
+        elif start.task.group == "remote" and known:
+            hints.append(f"the task {start.task.name[:100]!r} is none of the spec's ({known}): a client names a "
                          "task by its name or text")
         if start.action_space is None and self.implicit.needs_action_space:
             hints.append("the episode's action space is unknown here (the spec's env cannot be made on this machine)")
@@ -435,6 +439,13 @@ def action_horizon(name: str, policy: Any, declared: contract.PolicyContract | N
         raise ConfigError(f"policy {name!r} predicts chunks of {most} actions: --action-horizon must be 1..{most}, "
                           f"not {horizon}")
     return horizon
+
+
+def _json(response: Any) -> Any:
+    """An HTTP response whose body is JSON (one Content-Type header, not respond()'s text/plain beside it)."""
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response
 
 
 def _line(text: str, limit: int = 2000) -> str:

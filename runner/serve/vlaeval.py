@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from runner.policies.remote import protocol, vlaeval
+from runner.policies.remote import protocol, vlaeval, wire
 from runner.serve import session
 from runner.serve.layout import BadRequest
 
@@ -31,7 +31,7 @@ class Session(session.Session):
         server, client, ws = self.server, self.client, self.client.ws
         async for data in self.frames():
             try:
-                message = self.decode(data, vlaeval.unpack)
+                message = self.decode(data, _message)
             except BadRequest as exc:
                 text = server.failed(client, exc)
                 with contextlib.suppress(ConnectionClosed):
@@ -99,6 +99,15 @@ class Session(session.Session):
             said = [str(task[key])[:protocol.MAX_TEXT] for key in ("name", "task_name", "description", "instruction")
                     if isinstance(task.get(key), str) and task[key]]
         await self.server.start_implicit(self.client, *said)
+
+
+def _message(data: Any, max_bytes: int) -> vlaeval.Envelope:
+    """A client's message; a map that is no envelope says which protocol it looks like."""
+    try:
+        return vlaeval.unpack(data, max_bytes)
+    except wire.WireError as exc:
+        raise wire.WireError(f"{exc} (an openpi client? this server speaks vla-eval's protocol; runner serve "
+                             "--protocol openpi speaks openpi's)") from None
 
 
 __all__ = ["Session"]

@@ -213,10 +213,10 @@ class Connection:
             raise PolicyUnavailable(self._closed(exc)) from None
 
     def receive(self, what: str, timeout: float, decode: Callable[[bytes, int], Any] = wire.unpack, *,
-                deadline: float | None = None) -> Any:
+                deadline: float | None = None, silence: str = "") -> Any:
         """The next message within `timeout` seconds (or until `deadline`, of time.monotonic(), the end of that
         timeout over several messages), decoded by `decode(data, max_bytes)` (wire.WireError: not a valid message);
-        `what` names it in errors ("the metadata", "a reply")."""
+        `what` names it in errors ("the metadata", "a reply"); `silence`: what the error adds when nothing came."""
         from websockets.exceptions import ConnectionClosed
 
         if self._ws is None:
@@ -227,7 +227,7 @@ class Connection:
         except TimeoutError:
             self.close()
             raise PolicyUnavailable(f"the policy server at {self.url} sent no {what.split()[-1]} within "
-                                    f"{timeout:g} s") from None
+                                    f"{timeout:g} s{silence}") from None
         except ConnectionClosed as exc:
             raise PolicyUnavailable(self._closed(exc)) from None
         if isinstance(data, str):  # the server's error message (openpi sends its traceback so), then it closes

@@ -117,6 +117,7 @@ def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
     """One `RemotePolicy` per slot; the observation keys and the contract from the server's metadata."""
     opts = options(policy, env)
     meta = _server_metadata(opts)
+    _check_layout(meta, opts)
     side = opts.speaker()
     found = served_contract(meta, opts, side)
     if opts.items is not None:
@@ -128,6 +129,27 @@ def make(policy: PolicySpec, env: EnvSpec) -> PerEnvBatch:
             _warn_once(opts, env, keys)
     opts = dataclasses.replace(opts, keys=keys)
     return PerEnvBatch(functools.partial(RemotePolicy, opts), keys, contract=found)
+
+
+def _check_layout(meta: Any, opts: Options) -> None:
+    """A `runner serve --request` server says the request keys it reads ("request" in its metadata, under "runner"
+    in vla-eval's HELLO): the spec's mapping must send those keys, before any episode runs."""
+    if not isinstance(meta, Mapping):
+        return
+    inner = meta.get("runner")
+    layout = meta.get("request") if opts.protocol == OPENPI else inner.get("request") if isinstance(inner, Mapping) \
+        else None
+    if not isinstance(layout, Mapping):
+        return
+    theirs = sorted(str(key)[:100] for key in list(layout)[:100])
+    ours = sorted(item.key for item in opts.items) if opts.items is not None else None
+    if ours is not None and set(theirs) <= set(ours):
+        return
+    sent = f"policy.kwargs.request sends {', '.join(ours)}" if ours is not None else \
+        "the spec has no policy.kwargs.request (runner's layout)"
+    raise ConfigError(f"the policy server at {opts.endpoint.url} reads requests with the keys {', '.join(theirs)} "
+                      f"(runner serve --request); {sent}: map the env's observations to those keys in "
+                      "policy.kwargs.request")
 
 
 def served_contract(meta: Any, opts: Options, side: Protocol | None = None) -> PolicyContract | None:

@@ -120,7 +120,9 @@ class OpenPI(Protocol):
     name = "openpi"
 
     def handshake(self, link: Connection) -> Any:
-        return link.receive("the metadata", link.endpoint.connect_timeout_s)
+        return link.receive("the metadata", link.endpoint.connect_timeout_s,
+                            silence=" (a vla-eval server says nothing before the client's HELLO: if it is one, set "
+                                    "policy.kwargs.protocol: vla-eval)")
 
     def request(self, link: Connection, message: Mapping[str, Any]) -> Any:
         link.send(lambda: wire.pack(message))

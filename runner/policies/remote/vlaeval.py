@@ -173,7 +173,7 @@ class Client(Protocol):
         self.seq, self.started = 0, None
         extra = {"benchmark": self.benchmark} if self.benchmark else {}
         self._send(link, HELLO, hello_payload(**extra))
-        reply = link.receive("the HELLO reply", link.endpoint.connect_timeout_s, unpack)
+        reply = link.receive("the HELLO reply", link.endpoint.connect_timeout_s, _hello_reply)
         if reply.type == ERROR:
             raise link.reported(error_text(reply.payload))
         if reply.type != HELLO:
@@ -255,6 +255,15 @@ class Client(Protocol):
         if "server" not in found and isinstance(name, str):
             found["server"] = (name + (f" (vla-eval {version})" if isinstance(version, str) else ""))[:200]
         return found
+
+
+def _hello_reply(data: Any, max_bytes: int) -> Envelope:
+    """The HELLO reply; a frame that is no envelope says which protocol it looks like."""
+    try:
+        return unpack(data, max_bytes)
+    except wire.WireError as exc:
+        raise wire.WireError(f"{exc} (an openpi server sends its metadata unasked, without an envelope: if it is "
+                             "one, set policy.kwargs.protocol: openpi)") from None
 
 
 def _is_image(key: Any, value: Any) -> bool:
