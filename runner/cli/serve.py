@@ -23,8 +23,9 @@ policy call of at most --max-batch rows. Each reply carries --action-horizon act
 policy's own n_action_steps when it predicts chunks, e.g. ACT; else 1), so openpi's ActionChunkBroker works.
 
 --request maps another request layout onto the policy's inputs, as policy.kwargs.request does on the
-client's side (request key -> task, agent_pos, environment_state, pixels or pixels.<camera>); keys it does not
-name are ignored. Under vla-eval a dot nests (images.agentview). Without it: runner's layout (pixels,
+client's side (request key -> task, agent_pos, environment_state, pixels or pixels.<camera>), e.g. openpi's
+LIBERO keys: {"observation/image": "pixels.image", "observation/state": "agent_pos", "prompt": "task"}; keys
+it does not name are ignored. Under vla-eval a dot nests (images.agentview). Without it: runner's layout (pixels,
 agent_pos, environment_state, task or prompt), or vla-eval's (images, state, environment_state,
 task_description).
 
@@ -43,8 +44,7 @@ examples:
   runner serve specs/metaworld.yaml --set policy.type=scripted --port 8000
   runner serve specs/libero.yaml --set policy.path=/models/smolvla_libero --host 0.0.0.0 --api-key-env RUNNER_API_KEY
   runner serve specs/metaworld.yaml --set policy.type=random --port 0 --max-batch 16 --max-wait-ms 2
-  runner serve specs/libero.yaml --set policy.path=/models/act_libero --action-horizon 10 \\
-      --request '{"observation/image": "pixels.image", "observation/state": "agent_pos", "prompt": "task"}'
+  runner serve specs/libero.yaml --set policy.path=/models/act_libero --action-horizon 10 --request @layout.yaml
   runner serve specs/metaworld.yaml --set policy.type=scripted --protocol vla-eval
 """
 
