@@ -3,7 +3,8 @@
 #   core suite:    .venv (Python 3.11) — spec, generate (with the real linters), engine on real Meta-World,
 #                  LIBERO with the offline test assets, PushT and ALOHA
 #   lerobot suite: .venv-lerobot (Python 3.12, LeRobot 0.6.1) — the LeRobot policy adapter, parity with the
-#                  real lerobot-eval on Meta-World, LIBERO, PushT and ALOHA, and the spec tests again on 3.12
+#                  real lerobot-eval on Meta-World, LIBERO, PushT and ALOHA, and the spec tests and the vla-eval
+#                  interop tests (runner's remote client and serve on 3.12; the core suite is the longer one)
 # The two suites run at the same time, each in its own pytest process with its own temporary directory: they share
 # no files, ports are chosen free by the OS, every simulator and EGL context lives in its own process, and every
 # test is written to pass on a loaded machine. RUNNER_TEST_PARALLEL=0 runs them one after the other.
@@ -42,9 +43,10 @@ prefixed() {  # run_suite's arguments: its output line by line, each line marked
   run_suite "$@" 2>&1 | sed -u "s/^/[$1] /"
 }
 
+on_312="tests/test_spec_fixtures.py tests/test_spec_model.py tests/test_remote_vlaeval.py"  # besides tests/lerobot
 suites=(
-  "core .venv/bin/python tests --ignore=tests/lerobot"
-  "lerobot .venv-lerobot/bin/python tests/lerobot tests/test_spec_fixtures.py tests/test_spec_model.py"
+  "core .venv/bin/python tests --ignore=tests/lerobot --ignore=tests/test_remote_vlaeval.py"
+  "lerobot .venv-lerobot/bin/python tests/lerobot $on_312"
 )
 tests_began=$SECONDS
 if [ "${RUNNER_TEST_PARALLEL:-1}" = 0 ]; then

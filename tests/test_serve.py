@@ -197,10 +197,11 @@ def test_serve_errors_are_one_line(tmp_path):
     assert proc.returncode == 2 and "--request: state: 'joint_angles' is not valid" in one_error_line(proc)
 
 
-@pytest.mark.parametrize("policy", ["random", "scripted"])
-def test_runners_client_in_vla_evals_protocol_equals_a_local_run(tmp_path, policy):
+def test_runners_client_in_vla_evals_protocol_equals_a_local_run(tmp_path):
+    """The seeded random policy: runner's exact episode (its seed, action space) travels in EPISODE_START's "runner"
+    part (scripted experts against vla-eval's own client and server: test_remote_vlaeval.py)."""
     pytest.importorskip("metaworld")
-    spec = metaworld_spec(tmp_path, {"type": policy})
+    spec = metaworld_spec(tmp_path, {"type": "random"})
     local = run(spec, tmp_path / "local")
     assert local.returncode == 0, local.stderr
     with served(spec, log_dir=tmp_path, args=("--protocol", "vla-eval")) as server:
