@@ -50,9 +50,14 @@ def visible(value: object, limit: int = MAX_ECHO) -> str:
     return cut(escape(str(value)), limit)
 
 
+def one_line(value: object, limit: int = MAX_ECHO) -> str:
+    """`value` as one line for a message: each run of whitespace (line breaks too) one space, then `visible`."""
+    return visible(" ".join(str(value).split()), limit)
+
+
 def has_hidden(text: str) -> str | None:
     """The first hidden character of `text`, or None."""
     return next((c for c in text if is_hidden(c)), None)
 
 
-__all__ = ["MAX_ECHO", "cut", "escape", "has_hidden", "is_hidden", "visible", "with_article"]
+__all__ = ["MAX_ECHO", "cut", "escape", "has_hidden", "is_hidden", "one_line", "visible", "with_article"]

@@ -17,12 +17,15 @@ from helpers import episodes_of, one_error_line, runner_cli, runner_run, served,
 
 from runner.errors import ConfigError
 from runner.policies import make_policy
+from runner.policies.base import EpisodeStart
 from runner.policies.random.policy import RandomPolicy
 from runner.policies.remote import request, vlaeval, wire
+from runner.policies.scripted.policy import expert_for
 from runner.serve.episodes import ImplicitEpisodes
 from runner.serve.layout import BadRequest, Layout
 from runner.serve.server import ServeOptions, action_horizon
 from runner.spec import load_spec
+from runner.tasks import TaskRef
 from tests.openpi_peer import chunk_for
 
 websockets_sync = pytest.importorskip("websockets.sync.client")
@@ -40,6 +43,13 @@ def metaworld_spec(tmp_path, policy: dict, **eval_options):
                                       "policy": policy,
                                       "eval": {"n_episodes": 2, "videos": 0, "seed": 1000, **eval_options}},
                            folder="specs")
+
+
+def random_actions(seed: int, n: int) -> np.ndarray:
+    """The first `n` actions of runner's random policy in an episode seeded `seed` (Meta-World's action space)."""
+    local = RandomPolicy()
+    local.reset(EpisodeStart(0, TaskRef("t", 0, "t", ""), 0, seed, gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
+    return np.stack([local.act({}) for _ in range(n)])
 
 
 # ── request layouts ──────────────────────────────────────────────────────────────────────────────────────────
@@ -160,14 +170,8 @@ def test_a_client_without_episode_start_gets_implicit_episodes_and_chunks(tmp_pa
                 got.append([ask(ws, {"agent_pos": state, "prompt": "push-v3"})["actions"] for _ in range(3)])
     assert metadata["action_horizon"] == 1
     for n, actions in enumerate(got):
-        local = RandomPolicy()
-        from runner.policies.base import EpisodeStart
-        from runner.tasks import TaskRef
-
-        local.reset(EpisodeStart(0, TaskRef("t", 0, "push-v3", ""), n, 1000 + n,
-                                 gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
         assert [a.shape for a in actions] == [(1, 4)] * 3
-        np.testing.assert_array_equal(np.concatenate(actions), np.stack([local.act({}) for _ in range(3)]))
+        np.testing.assert_array_equal(np.concatenate(actions), random_actions(1000 + n, 3))
     chunky = metaworld_spec(tmp_path, {"type": "python", "path": "tests.policies_for_tests:chunk_server",
                                        "kwargs": {"horizon": 10}})
     with served(chunky, log_dir=tmp_path, args=("--action-horizon", "5")) as server:
@@ -256,8 +260,6 @@ def test_one_openpi_connection_gets_a_new_implicit_episode_when_its_prompt_chang
         ws, _ = connect(server.url)
         with ws:
             got = [ask(ws, {"environment_state": state, "prompt": p})["actions"][0] for p in ("push-v3", "reach-v3")]
-    from runner.policies.scripted.policy import expert_for
-
     for action, task in zip(got, ("push-v3", "reach-v3"), strict=True):
         np.testing.assert_array_equal(action, expert_for(task).get_action(state))
     with served(metaworld_spec(tmp_path, {"type": "random"}), log_dir=tmp_path) as server:
@@ -265,15 +267,7 @@ def test_one_openpi_connection_gets_a_new_implicit_episode_when_its_prompt_chang
         with ws:
             replies = [ask(ws, {"agent_pos": np.zeros(4), "prompt": p})["actions"][0]
                        for p in ("push-v3", "push-v3", "reach-v3")]
-    firsts = []
-    for n in range(2):
-        local = RandomPolicy()
-        from runner.policies.base import EpisodeStart
-        from runner.tasks import TaskRef
-
-        local.reset(EpisodeStart(0, TaskRef("t", 0, "x", ""), n, 1000 + n, gym.spaces.Box(-1.0, 1.0, (4,), np.float32)))
-        firsts.append([local.act({}), local.act({})])
-    np.testing.assert_array_equal(np.stack(replies), np.stack([*firsts[0], firsts[1][0]]))
+    np.testing.assert_array_equal(np.stack(replies), np.concatenate([random_actions(1000, 2), random_actions(1001, 1)]))
 
 
 def test_a_client_in_the_other_protocol_is_told_which_one_to_set(tmp_path):

@@ -19,7 +19,7 @@ from runner.errors import RunnerError
 from runner.policies.base import EpisodeStart
 from runner.spec import Spec
 from runner.tasks import TaskRef
-from runner.text import visible
+from runner.text import one_line, visible
 
 
 class ImplicitEpisodes:
@@ -111,7 +111,7 @@ def _normal(text: str) -> str:
 
 
 def _why(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, RunnerError) else f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return str(exc) if isinstance(exc, RunnerError) else f"{type(exc).__name__}: {one_line(exc, 300)}"
 
 
 __all__ = ["ImplicitEpisodes"]

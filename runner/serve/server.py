@@ -36,7 +36,7 @@ import numpy as np
 from runner import contract
 from runner.errors import ConfigError, RunnerError
 from runner.policies.base import EpisodeStart, stack_observations
-from runner.policies.remote import protocol, request, vlaeval
+from runner.policies.remote import OPENPI, PROTOCOLS, VLA_EVAL, protocol, request, vlaeval
 from runner.serve.batcher import Batcher, Request
 from runner.serve.episodes import ImplicitEpisodes
 from runner.serve.layout import BadRequest, Layout
@@ -45,10 +45,9 @@ from runner.serve.stats import ServerStats
 from runner.spec import Spec
 from runner.spec.derived import policy_label
 from runner.spec.limits import MAX_BATCH_SIZE
+from runner.text import one_line
 
 MIB = 1024 * 1024
-OPENPI, VLA_EVAL = "openpi", "vla-eval"
-PROTOCOLS = (OPENPI, VLA_EVAL)
 MAX_HORIZON = 10_000
 
 
@@ -236,8 +235,8 @@ class PolicyServer:
         self.stats.errors += 1
         bad = isinstance(exc, BadRequest)
         if not isinstance(exc, (BadRequest, PolicyFailed)):
-            exc = PolicyFailed(f"internal error ({type(exc).__name__}): {_line(str(exc))}")
-        text = ("bad request: " if bad else "") + _line(str(exc))
+            exc = PolicyFailed(f"internal error ({type(exc).__name__}): {one_line(exc, 2000)}")
+        text = ("bad request: " if bad else "") + one_line(exc, 2000)
         self.log(f"connection {client.number} ({_peer(client.ws)}): {text}")
         return text
 
@@ -448,15 +447,10 @@ def _json(response: Any) -> Any:
     return response
 
 
-def _line(text: str, limit: int = 2000) -> str:
-    """One line of at most `limit` characters."""
-    return " ".join(text.split())[:limit]
-
-
 def _raised(name: str, what: str, exc: BaseException) -> str:
     if isinstance(exc, RunnerError):
-        return f"policy {name!r}: {_line(str(exc))}"
-    return f"policy {name!r} failed in {what} ({type(exc).__name__}): {_line(str(exc))}"
+        return f"policy {name!r}: {one_line(exc, 2000)}"
+    return f"policy {name!r} failed in {what} ({type(exc).__name__}): {one_line(exc, 2000)}"
 
 
 def _peer(ws: Any) -> str:

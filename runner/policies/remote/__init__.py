@@ -29,7 +29,7 @@ IMAGE = {
     },
 }
 
-PROTOCOLS = ("openpi", "vla-eval")
+OPENPI, VLA_EVAL = PROTOCOLS = ("openpi", "vla-eval")
 VLA_EVAL_ONLY = ("image_format", "benchmark")
 
 KWARGS_SCHEMA = {

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from runner.errors import ConfigError, EvaluationError, PolicyUnavailable
 from runner.policies.remote import wire
+from runner.text import one_line
 
 MAX_BACKOFF_S = 10.0
 AUTH_HEADER = "Authorization"
@@ -247,7 +248,7 @@ class Connection:
         trusted) and the error names what was wrong."""
         self.close()
         return EvaluationError(f"the policy server at {self.url} sent {what} that is not a valid message: "
-                               f"{' '.join(str(problem).split())[:1000]}")
+                               f"{one_line(problem, 1000)}")
 
     def _closed(self, exc: Any) -> str:
         self.close()

@@ -34,14 +34,13 @@ from runner.adapters import option_defaults
 from runner.contract import PolicyContract
 from runner.errors import ConfigError, EvaluationError, RunnerError
 from runner.policies.base import PIXELS, EpisodeStart, PerEnvBatch, PerEnvPolicy
-from runner.policies.remote import TYPE, request
+from runner.policies.remote import OPENPI, TYPE, VLA_EVAL, protocol, request
 from runner.policies.remote.client import Connection, Endpoint, Protocol
 from runner.policies.remote.metadata import json_safe
 from runner.spec import EnvSpec, PolicySpec
-from runner.text import with_article
+from runner.text import one_line, with_article
 
 MIB = 1024 * 1024
-OPENPI, VLA_EVAL = "openpi", "vla-eval"
 RENDER_MS_PER_MEGAPIXEL = 200  # software rendering (Mesa llvmpipe): ~47 ms a 480x480 frame (benchmarks/README.md)
 
 
@@ -163,7 +162,7 @@ def served_contract(meta: Any, opts: Options, side: Protocol | None = None) -> P
     except ValueError as exc:
         what = "HELLO" if opts.protocol == VLA_EVAL else "metadata"
         raise EvaluationError(f"the policy server at {url} declares a malformed contract in its {what}: "
-                              f"{' '.join(str(exc).split())[:1000]}") from None
+                              f"{one_line(exc, 1000)}") from None
     if found is None:
         return None
     option = "policy.kwargs.request" if opts.items is not None else None
@@ -265,13 +264,14 @@ class RemotePolicy(PerEnvPolicy):
         key = self.opts.actions_key
         url = self.opts.endpoint.url
         if not isinstance(reply, Mapping) or key not in reply:
-            raise EvaluationError(f"the policy server at {url} replied without {key!r} ({_keys(reply)}); "
+            raise EvaluationError(f"the policy server at {url} replied without {key!r} "
+                                  f"({protocol.reply_keys(reply)}); "
                                   "policy.kwargs.actions_key names the reply's key of the actions")
         try:
             actions = np.asarray(reply[key])
         except (TypeError, ValueError) as exc:
             raise EvaluationError(f"the policy server at {url} sent {key!r} that is not an array: "
-                                  f"{' '.join(str(exc).split())[:200]}") from None
+                                  f"{one_line(exc, 200)}") from None
         if actions.dtype.kind not in "biuf":
             raise EvaluationError(f"the policy server at {url} sent {key!r} of dtype {actions.dtype}, not numbers")
         if actions.ndim == len(self.shape):
@@ -293,9 +293,3 @@ class RemotePolicy(PerEnvPolicy):
 
     def close(self) -> None:
         self.connection.close()
-
-
-def _keys(reply: Any) -> str:
-    if isinstance(reply, Mapping):
-        return f"keys: {', '.join(sorted(str(k)[:100] for k in list(reply)[:100])[:20]) or 'none'}"
-    return with_article(type(reply).__name__)

@@ -24,6 +24,7 @@ from runner.policies.remote import wire
 from runner.policies.remote.client import Connection, Inputs, Protocol
 from runner.spec.limits import MAX_BATCH_SIZE
 from runner.tasks import TaskRef
+from runner.text import with_article
 
 PROTOCOL = 1
 CTRL, ACK = "__ctrl__", "__ack__"
@@ -139,8 +140,8 @@ class OpenPI(Protocol):
         reply = link.receive("a reply", link.endpoint.request_timeout_s)
         if not (isinstance(reply, Mapping) and reply.get(ACK) == control):
             link.close()
-            raise EvaluationError(f"the policy server at {link.url} answered {control} with {_keys(reply)}, not an "
-                                  "acknowledgement; if it does not speak control messages, set "
+            raise EvaluationError(f"the policy server at {link.url} answered {control} with {reply_keys(reply)}, "
+                                  "not an acknowledgement; if it does not speak control messages, set "
                                   "policy.kwargs.control_messages: false")
 
     def speaks_control(self, metadata: Any) -> bool:
@@ -200,10 +201,11 @@ def server_identity(metadata: Any) -> dict[str, Any]:
     return identity
 
 
-def _keys(reply: Any) -> str:
+def reply_keys(reply: Any) -> str:
+    """What a reply holds, for a message: its first keys, or its type."""
     if isinstance(reply, Mapping):
         return f"keys: {', '.join(sorted(str(k)[:100] for k in list(reply)[:100])[:20]) or 'none'}"
-    return f"a {type(reply).__name__}"
+    return with_article(type(reply).__name__)
 
 
 # -- action spaces -----------------------------------------------------------------------------------------
@@ -269,4 +271,4 @@ def _bounds(data: Mapping[str, Any], key: str) -> np.ndarray:
 
 __all__ = ["ACK", "CTRL", "EPISODE_END", "EPISODE_START", "HEALTH_PATH", "PROTOCOL", "STATS_PATH", "OpenPI",
            "ProtocolError", "ack", "decode_space", "encode_space", "episode_end", "episode_id", "episode_start",
-           "is_control", "metadata", "parse_episode_start", "server_identity"]
+           "is_control", "metadata", "parse_episode_start", "reply_keys", "server_identity"]

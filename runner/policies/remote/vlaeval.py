@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from runner.contract import AGENT_POS, ENV_STATE, PIXELS, Input, PolicyContract
 from runner.policies.remote import protocol, wire
 from runner.policies.remote.client import Connection, Inputs, Protocol
-from runner.text import with_article
+from runner.text import one_line, with_article
 
 PROTOCOL_VERSION = 1
 HELLO, OBSERVATION, ACTION = "hello", "observation", "action"
@@ -81,7 +81,7 @@ def hello_payload(**extra: Any) -> dict[str, Any]:
 def error_text(payload: Mapping[str, Any]) -> str:
     """An ERROR message's text, one line, bounded."""
     text = payload.get("error", payload)
-    return " ".join(str(text).split())[:2000]
+    return one_line(text, 2000)
 
 
 # -- action_spec / observation_spec ---------------------------------------------------------------------------
